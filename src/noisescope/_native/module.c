@@ -1,0 +1,534 @@
+/* noisescope._native: the thin binding between Python and the C core.
+ *
+ * It checks arguments, borrows caller-provided 64-bit buffers through the
+ * buffer protocol (numpy arrays), releases the GIL for the run and reports
+ * scalar results as dicts. All policy lives in Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "clock.h"
+#include "histogram.h"
+#include "probes.h"
+
+#if NS_HAVE_TSC
+#include <cpuid.h>
+#endif
+
+/* Buffers borrowed for the duration of one call. */
+struct borrowed {
+    Py_buffer *views;
+    size_t used, capacity;
+};
+
+static void borrowed_release(struct borrowed *b)
+{
+    for (size_t i = 0; i < b->used; i++)
+        PyBuffer_Release(&b->views[i]);
+    PyMem_Free(b->views);
+}
+
+static int get_u64(PyObject *dict, const char *key, uint64_t *out)
+{
+    PyObject *value = PyDict_GetItemString(dict, key);
+    if (value == NULL) {
+        PyErr_Format(PyExc_KeyError, "native run: missing '%s'", key);
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(value);
+    if (PyErr_Occurred())
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int get_int(PyObject *dict, const char *key, int *out)
+{
+    uint64_t v;
+    if (get_u64(dict, key, &v) < 0)
+        return -1;
+    if (v > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "native run: '%s' out of range", key);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Borrows a writable, C-contiguous buffer of 8-byte integers. */
+static int borrow_series(PyObject *value, const char *name, struct borrowed *b,
+                         struct ns_series *out)
+{
+    if (b->used == b->capacity) {
+        PyErr_SetString(PyExc_RuntimeError, "native run: too many buffers");
+        return -1;
+    }
+    Py_buffer *view = &b->views[b->used];
+    if (PyObject_GetBuffer(value, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    b->used++;
+    if (view->itemsize != 8 || view->format == NULL || strchr("qQlL", view->format[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "native run: buffer '%s' must hold 64-bit integers", name);
+        return -1;
+    }
+    out->data = view->buf;
+    out->capacity = (size_t)(view->len / 8);
+    return 0;
+}
+
+static int get_series(PyObject *dict, const char *key, struct borrowed *b,
+                      struct ns_series *out)
+{
+    PyObject *value = PyDict_GetItemString(dict, key);
+    if (value == NULL) {
+        PyErr_Format(PyExc_KeyError, "native run: missing buffer '%s'", key);
+        return -1;
+    }
+    return borrow_series(value, key, b, out);
+}
+
+static int parse_injection(PyObject *dict, struct borrowed *b, struct ns_injection *inj)
+{
+    memset(inj, 0, sizeof *inj);
+    if (get_u64(dict, "period_ns", &inj->period_ns) < 0 ||
+        get_u64(dict, "length_ticks", &inj->length) < 0 ||
+        get_series(dict, "start", b, &inj->start) < 0 || get_series(dict, "end", b, &inj->end) < 0)
+        return -1;
+    if (inj->period_ns == 0) {
+        PyErr_SetString(PyExc_ValueError, "native run: injection period must be > 0");
+        return -1;
+    }
+    if (inj->start.capacity != inj->end.capacity) {
+        PyErr_SetString(PyExc_ValueError, "native run: injection buffers differ in length");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed *b,
+                       struct ns_thread *t)
+{
+    switch (kind) {
+    case NS_PROBE_DETOUR: {
+        struct ns_detour *d = &t->probe.detour;
+        struct ns_series histogram;
+        if (get_u64(dict, "threshold_ticks", &d->threshold) < 0 ||
+            get_u64(dict, "hourglass_ticks", &d->hourglass_cut) < 0 ||
+            get_series(dict, "start", b, &d->start) < 0 ||
+            get_series(dict, "length", b, &d->length) < 0 ||
+            get_series(dict, "histogram", b, &histogram) < 0)
+            return -1;
+        if (histogram.capacity != NS_HIST_BINS || d->start.capacity != d->length.capacity ||
+            d->threshold == 0) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad detour buffers or threshold");
+            return -1;
+        }
+        d->histogram = histogram.data;
+        return 0;
+    }
+    case NS_PROBE_FTQ: {
+        struct ns_ftq *f = &t->probe.ftq;
+        if (get_u64(dict, "quantum_ticks", &f->quantum) < 0 ||
+            get_u64(dict, "unit_iters", &f->unit_iters) < 0 ||
+            get_series(dict, "start", b, &f->start) < 0 || get_series(dict, "work", b, &f->work) < 0)
+            return -1;
+        if (f->quantum == 0 || f->start.capacity != f->work.capacity) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad FTQ buffers or quantum");
+            return -1;
+        }
+        return 0;
+    }
+    case NS_PROBE_FWQ: {
+        struct ns_fwq *f = &t->probe.fwq;
+        if (get_u64(dict, "work_units", &f->work_units) < 0 ||
+            get_u64(dict, "unit_iters", &f->unit_iters) < 0 ||
+            get_series(dict, "start", b, &f->start) < 0 ||
+            get_series(dict, "duration", b, &f->duration) < 0)
+            return -1;
+        if (f->start.capacity != f->duration.capacity) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad FWQ buffers");
+            return -1;
+        }
+        return 0;
+    }
+    case NS_PROBE_IDLE:
+        return 0;
+    }
+    return 0;
+}
+
+static int parse_kind(const char *name, enum ns_probe_kind *kind)
+{
+    static const struct {
+        const char *name;
+        enum ns_probe_kind kind;
+    } kinds[] = {{"detour", NS_PROBE_DETOUR},
+                 {"ftq", NS_PROBE_FTQ},
+                 {"fwq", NS_PROBE_FWQ},
+                 {"idle", NS_PROBE_IDLE}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(name, kinds[i].name) == 0) {
+            *kind = kinds[i].kind;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "native run: unknown probe '%s'", name);
+    return -1;
+}
+
+#define SET_ITEM(dict, key, object)                                                    \
+    do {                                                                               \
+        PyObject *item_ = (object);                                                    \
+        if (item_ == NULL || PyDict_SetItemString((dict), (key), item_) < 0) {         \
+            Py_XDECREF(item_);                                                         \
+            Py_DECREF(dict);                                                           \
+            return NULL;                                                               \
+        }                                                                              \
+        Py_DECREF(item_);                                                              \
+    } while (0)
+#define SET_U64(dict, key, value) SET_ITEM(dict, key, PyLong_FromUnsignedLongLong(value))
+
+static PyObject *error_fields(PyObject *dict, int error, const char *stage)
+{
+    SET_ITEM(dict, "error", PyLong_FromLong(error));
+    SET_ITEM(dict, "error_stage", stage ? PyUnicode_FromString(stage) : Py_NewRef(Py_None));
+    return dict;
+}
+
+static PyObject *injection_result(const struct ns_injection *inj)
+{
+    PyObject *r = PyDict_New();
+    if (r == NULL)
+        return NULL;
+    SET_U64(r, "stored", inj->stored);
+    SET_U64(r, "overflow", inj->overflow);
+    SET_ITEM(r, "tid", PyLong_FromLong(inj->tid));
+    return error_fields(r, inj->error, inj->error_stage);
+}
+
+static PyObject *thread_result(const struct ns_thread *t)
+{
+    PyObject *r = PyDict_New();
+    if (r == NULL)
+        return NULL;
+    SET_ITEM(r, "cpu", PyLong_FromLong(t->cpu));
+    SET_ITEM(r, "tid", PyLong_FromLong(t->tid));
+    SET_U64(r, "windows", t->windows_done);
+    SET_U64(r, "run_delay_ns", t->run_delay_ns);
+    SET_U64(r, "involuntary_switches", t->involuntary_switches);
+    SET_U64(r, "minor_faults", t->minor_faults);
+    SET_U64(r, "major_faults", t->major_faults);
+    switch (t->kind) {
+    case NS_PROBE_DETOUR:
+        SET_U64(r, "stored", t->probe.detour.stored);
+        SET_U64(r, "overflow", t->probe.detour.overflow);
+        SET_U64(r, "detours", t->probe.detour.detours);
+        SET_U64(r, "lost_ticks", t->probe.detour.lost_ticks);
+        SET_U64(r, "max_gap_ticks", t->probe.detour.max_gap);
+        SET_U64(r, "resolution_ticks", t->probe.detour.resolution);
+        SET_U64(r, "hourglass_gaps", t->probe.detour.hourglass_gaps);
+        break;
+    case NS_PROBE_FTQ:
+        SET_U64(r, "stored", t->probe.ftq.stored);
+        SET_U64(r, "overflow", t->probe.ftq.overflow);
+        break;
+    case NS_PROBE_FWQ:
+        SET_U64(r, "stored", t->probe.fwq.stored);
+        SET_U64(r, "overflow", t->probe.fwq.overflow);
+        break;
+    case NS_PROBE_IDLE:
+        break;
+    }
+    if (t->signal_injection != NULL) {
+        PyObject *inj = injection_result(t->signal_injection);
+        SET_ITEM(r, "injection", inj);
+    }
+    return error_fields(r, t->error, t->error_stage);
+}
+
+static PyObject *build_results(const struct ns_thread *threads, Py_ssize_t nthreads,
+                               const struct ns_injection *injectors, Py_ssize_t ninjectors)
+{
+    PyObject *samplers = PyList_New(nthreads);
+    PyObject *injected = PyList_New(ninjectors);
+    if (samplers == NULL || injected == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < nthreads; i++) {
+        PyObject *r = thread_result(&threads[i]);
+        if (r == NULL)
+            goto fail;
+        PyList_SET_ITEM(samplers, i, r);
+    }
+    for (Py_ssize_t i = 0; i < ninjectors; i++) {
+        PyObject *r = injection_result(&injectors[i]);
+        if (r == NULL)
+            goto fail;
+        PyList_SET_ITEM(injected, i, r);
+    }
+    return Py_BuildValue("(NN)", samplers, injected);
+fail:
+    Py_XDECREF(samplers);
+    Py_XDECREF(injected);
+    return NULL;
+}
+
+PyDoc_STRVAR(run_doc,
+             "run(probe, threads, injectors, schedule, control) -> (sampler results, injector "
+             "results)\n\nRuns one probe on every CPU in `threads` (list of dicts) with the "
+             "GIL released.\n`control` is an int64 array: [stop flag, progress per thread...].");
+
+static PyObject *native_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *probe;
+    PyObject *thread_specs, *injector_specs, *schedule_spec, *control_obj;
+    if (!PyArg_ParseTuple(args, "sO!O!O!O", &probe, &PyList_Type, &thread_specs, &PyList_Type,
+                          &injector_specs, &PyDict_Type, &schedule_spec, &control_obj))
+        return NULL;
+    enum ns_probe_kind kind;
+    if (parse_kind(probe, &kind) < 0)
+        return NULL;
+
+    Py_ssize_t nthreads = PyList_GET_SIZE(thread_specs);
+    Py_ssize_t ninjectors = PyList_GET_SIZE(injector_specs);
+    struct ns_thread *threads = PyMem_Calloc((size_t)nthreads + 1, sizeof *threads);
+    struct ns_injection *signal_injections = PyMem_Calloc((size_t)nthreads + 1, sizeof *signal_injections);
+    struct ns_injection *injectors = PyMem_Calloc((size_t)ninjectors + 1, sizeof *injectors);
+    struct borrowed b = {.capacity = (size_t)(nthreads * 9 + ninjectors * 2 + 1)};
+    b.views = PyMem_Calloc(b.capacity, sizeof *b.views);
+    PyObject *result = NULL;
+    if (threads == NULL || signal_injections == NULL || injectors == NULL || b.views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+
+    struct ns_schedule schedule;
+    if (get_u64(schedule_spec, "start_mono_ns", &schedule.start_mono_ns) < 0 ||
+        get_u64(schedule_spec, "runtime_ns", &schedule.runtime_ns) < 0 ||
+        get_u64(schedule_spec, "period_ns", &schedule.period_ns) < 0 ||
+        get_u64(schedule_spec, "last_runtime_ns", &schedule.last_runtime_ns) < 0 ||
+        get_u64(schedule_spec, "windows", &schedule.windows) < 0)
+        goto done;
+    PyObject *rate = PyDict_GetItemString(schedule_spec, "ticks_per_ns");
+    schedule.ticks_per_ns = rate ? PyFloat_AsDouble(rate) : -1.0;
+    if (PyErr_Occurred())
+        goto done;
+    if (schedule.ticks_per_ns <= 0 || schedule.period_ns == 0 || schedule.runtime_ns == 0 ||
+        schedule.runtime_ns > schedule.period_ns) {
+        PyErr_SetString(PyExc_ValueError, "native run: bad schedule");
+        goto done;
+    }
+
+    for (Py_ssize_t i = 0; i < nthreads; i++) {
+        PyObject *spec = PyList_GET_ITEM(thread_specs, i);
+        struct ns_thread *t = &threads[i];
+        if (!PyDict_Check(spec)) {
+            PyErr_SetString(PyExc_TypeError, "native run: thread specs must be dicts");
+            goto done;
+        }
+        t->kind = kind;
+        if (get_int(spec, "cpu", &t->cpu) < 0 || get_int(spec, "priority", &t->priority) < 0 ||
+            get_series(spec, "window_start", &b, &t->window_start) < 0 ||
+            get_series(spec, "window_end", &b, &t->window_end) < 0 ||
+            parse_probe(kind, spec, &b, t) < 0)
+            goto done;
+        PyObject *inject = PyDict_GetItemString(spec, "inject");
+        if (inject != NULL && inject != Py_None) {
+            if (!PyDict_Check(inject) || parse_injection(inject, &b, &signal_injections[i]) < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "native run: 'inject' must be a dict");
+                goto done;
+            }
+            signal_injections[i].cpu = t->cpu;
+            t->signal_injection = &signal_injections[i];
+        }
+    }
+    for (Py_ssize_t i = 0; i < ninjectors; i++) {
+        PyObject *spec = PyList_GET_ITEM(injector_specs, i);
+        if (!PyDict_Check(spec) || parse_injection(spec, &b, &injectors[i]) < 0 ||
+            get_int(spec, "cpu", &injectors[i].cpu) < 0 ||
+            get_int(spec, "priority", &injectors[i].priority) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "native run: injector specs must be dicts");
+            goto done;
+        }
+    }
+
+    struct ns_series control;
+    if (borrow_series(control_obj, "control", &b, &control) < 0)
+        goto done;
+    if (control.capacity < (size_t)nthreads + 1) {
+        PyErr_SetString(PyExc_ValueError, "native run: control needs 1 + one slot per thread");
+        goto done;
+    }
+    struct ns_control ctl = {.stop = (volatile int64_t *)control.data,
+                             .progress = (volatile int64_t *)control.data + 1};
+
+    int error;
+    Py_BEGIN_ALLOW_THREADS
+    error = ns_run(threads, (size_t)nthreads, injectors, (size_t)ninjectors, &schedule, &ctl);
+    Py_END_ALLOW_THREADS
+    if (error != 0) {
+        errno = error;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    result = build_results(threads, nthreads, injectors, ninjectors);
+
+done:
+    borrowed_release(&b);
+    PyMem_Free(threads);
+    PyMem_Free(signal_injections);
+    PyMem_Free(injectors);
+    return result;
+}
+
+static PyObject *native_ticks(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(ns_ticks());
+}
+
+static PyObject *native_calibrate(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long duration_ns;
+    if (!PyArg_ParseTuple(args, "K", &duration_ns))
+        return NULL;
+    double rate;
+    Py_BEGIN_ALLOW_THREADS
+    rate = ns_calibrate_ticks_per_ns(duration_ns);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(rate);
+}
+
+static PyObject *native_loop_resolution(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long duration_ticks;
+    if (!PyArg_ParseTuple(args, "K", &duration_ticks))
+        return NULL;
+    uint64_t best;
+    Py_BEGIN_ALLOW_THREADS
+    best = ns_loop_resolution_ticks(duration_ticks);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(best);
+}
+
+static PyObject *native_min_work(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long units, unit_iters;
+    unsigned int repetitions;
+    if (!PyArg_ParseTuple(args, "KKI", &units, &unit_iters, &repetitions))
+        return NULL;
+    uint64_t best;
+    Py_BEGIN_ALLOW_THREADS
+    best = ns_min_work_ticks(units, unit_iters, repetitions);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(best);
+}
+
+static PyObject *native_histogram_lower_bounds(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyObject *bounds = PyTuple_New(NS_HIST_BINS);
+    if (bounds == NULL)
+        return NULL;
+    for (unsigned i = 0; i < NS_HIST_BINS; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(ns_hist_lower(i));
+        if (v == NULL) {
+            Py_DECREF(bounds);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(bounds, i, v);
+    }
+    return bounds;
+}
+
+static PyObject *native_cpuid(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned int leaf, subleaf = 0;
+    if (!PyArg_ParseTuple(args, "I|I", &leaf, &subleaf))
+        return NULL;
+#if NS_HAVE_TSC
+    unsigned int a, b, c, d;
+    __cpuid_count(leaf, subleaf, a, b, c, d);
+    return Py_BuildValue("(IIII)", a, b, c, d);
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+static PyObject *native_mlockall(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    /* MCL_ONFAULT locks what is touched instead of paging in every mapped
+     * library, which would inflate the resident set for nothing. */
+#ifdef MCL_ONFAULT
+    int flags = MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT;
+#else
+    int flags = MCL_CURRENT | MCL_FUTURE;
+#endif
+    return PyLong_FromLong(mlockall(flags) == 0 ? 0 : errno);
+}
+
+static PyObject *native_munlockall(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(munlockall() == 0 ? 0 : errno);
+}
+
+static PyObject *native_injection_signal(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(ns_injection_signal());
+}
+
+static PyMethodDef methods[] = {
+    {"run", native_run, METH_VARARGS, run_doc},
+    {"ticks", native_ticks, METH_NOARGS, "Current tick count of the measurement clock."},
+    {"calibrate_ticks_per_ns", native_calibrate, METH_VARARGS,
+     "Ticks per nanosecond against CLOCK_MONOTONIC_RAW over duration_ns."},
+    {"loop_resolution_ticks", native_loop_resolution, METH_VARARGS,
+     "Shortest common gap (>= 1% of iterations) between clock reads over duration_ticks."},
+    {"min_work_ticks", native_min_work, METH_VARARGS,
+     "Fewest ticks taken by (units, unit_iters) of work over repetitions."},
+    {"histogram_lower_bounds", native_histogram_lower_bounds, METH_NOARGS,
+     "Lower bound in ticks of every bucket of the gap histogram."},
+    {"cpuid", native_cpuid, METH_VARARGS, "CPUID (leaf, subleaf) -> (eax, ebx, ecx, edx)."},
+    {"mlockall", native_mlockall, METH_NOARGS, "mlockall(); returns 0 or errno."},
+    {"munlockall", native_munlockall, METH_NOARGS, "munlockall(); returns 0 or errno."},
+    {"injection_signal", native_injection_signal, METH_NOARGS,
+     "The real-time signal used by signal-mode injection."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "noisescope._native", "The native measurement core.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "HAS_TSC", NS_HAVE_TSC) < 0 ||
+        PyModule_AddIntConstant(m, "HISTOGRAM_BINS", NS_HIST_BINS) < 0 ||
+        PyModule_AddIntConstant(m, "HISTOGRAM_FLOOR_TICKS", NS_HIST_FLOOR) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,141 @@
+/* The native measurement core: plain C, no Python API.
+ *
+ * A run is a set of sampler threads (one per measured CPU, all running the
+ * same probe) plus optional injector threads, all started together and
+ * driven through the same window schedule. Every buffer is provided by the
+ * caller and touched by the owning thread before the first window, so that
+ * nothing inside a window allocates, makes a system call or faults.
+ */
+#ifndef NOISESCOPE_PROBES_H
+#define NOISESCOPE_PROBES_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+enum ns_probe_kind {
+    NS_PROBE_DETOUR,
+    NS_PROBE_FTQ,
+    NS_PROBE_FWQ,
+    NS_PROBE_IDLE, /* sleep through the windows: a target for injected signals */
+};
+
+/* A caller-provided array of 64-bit values and how many of them are used. */
+struct ns_series {
+    uint64_t *data;
+    size_t capacity;
+};
+
+/* Detour sampler: tight tick loop, every gap goes into the histogram, gaps
+ * at or above `threshold` are stored as (start, length). */
+struct ns_detour {
+    uint64_t threshold;     /* ticks */
+    uint64_t hourglass_cut; /* ticks; Hourglass counts gaps above 1000 cycles */
+    uint64_t rare_cut;      /* gaps above this take the slow path (set by the runner) */
+    struct ns_series start, length;
+    uint64_t *histogram; /* NS_HIST_BINS counters */
+    /* results */
+    size_t stored;
+    uint64_t detours, overflow, lost_ticks, max_gap, hourglass_gaps;
+    uint64_t resolution; /* ns_loop_resolution_ticks() on this CPU before the run */
+};
+
+/* Fixed time quantum: work units completed in each quantum, absolute deadlines. */
+struct ns_ftq {
+    uint64_t quantum;    /* ticks */
+    uint64_t unit_iters; /* iterations of ns_work_unit per unit */
+    struct ns_series start, work;
+    size_t stored;
+    uint64_t overflow, sink;
+};
+
+/* Fixed work quantum: ticks taken by `work_units` units, repeatedly. */
+struct ns_fwq {
+    uint64_t work_units, unit_iters;
+    struct ns_series start, duration;
+    size_t stored;
+    uint64_t overflow, sink;
+};
+
+/* Injected noise: busy-wait `length` ticks every `period_ns`. In signal mode
+ * a POSIX timer signals the sampler thread and the handler spins; in thread
+ * mode a (SCHED_FIFO) thread on the CPU wakes and spins. Every injection
+ * records its own start and end ticks: the ground truth for tests. */
+struct ns_injection {
+    int cpu, priority;
+    uint64_t period_ns, length;
+    struct ns_series start, end;
+    volatile size_t stored;
+    volatile uint64_t overflow;
+    /* thread mode results */
+    int error;
+    const char *error_stage;
+    pid_t tid;
+};
+
+/* When the threads measure: `windows` windows of `runtime_ns` each starting
+ * `period_ns` apart on CLOCK_MONOTONIC from `start_mono_ns` (the last one
+ * `last_runtime_ns` long). runtime == period means back to back. */
+struct ns_schedule {
+    uint64_t start_mono_ns, runtime_ns, period_ns, last_runtime_ns;
+    uint64_t windows;
+    double ticks_per_ns;
+};
+
+struct ns_thread {
+    int cpu, priority; /* priority 0: SCHED_OTHER */
+    enum ns_probe_kind kind;
+    union {
+        struct ns_detour detour;
+        struct ns_ftq ftq;
+        struct ns_fwq fwq;
+    } probe;
+    struct ns_series window_start, window_end; /* ticks of each measured window */
+    size_t windows_done;
+    struct ns_injection *signal_injection; /* optional */
+    /* results */
+    int error; /* errno of the failed stage, 0 if fine */
+    const char *error_stage;
+    pid_t tid;
+    uint64_t run_delay_ns;          /* time runnable but not running, from schedstat */
+    uint64_t involuntary_switches;  /* from getrusage(RUSAGE_THREAD) */
+    uint64_t minor_faults, major_faults;
+};
+
+/* Shared between the caller and the threads while a run is going. */
+struct ns_control {
+    volatile int64_t *stop;     /* set non-zero to end the run at the next check */
+    volatile int64_t *progress; /* windows completed, one slot per sampler thread */
+};
+
+/* Runs the whole thing and returns when every thread has finished. Returns 0,
+ * or an errno when the run could not start at all (thread creation). */
+int ns_run(struct ns_thread *threads, size_t nthreads, struct ns_injection *injectors,
+           size_t ninjectors, const struct ns_schedule *schedule, const struct ns_control *control);
+
+/* Per-window probe loops (detour.c, ftq.c, fwq.c). `prev` is the tick count
+ * the window starts at; they return the tick count at which they stopped. */
+void ns_detour_prepare(struct ns_detour *d);
+uint64_t ns_detour_window(struct ns_detour *d, uint64_t prev, uint64_t end,
+                          volatile int64_t *stop);
+uint64_t ns_ftq_window(struct ns_ftq *f, uint64_t begin, uint64_t end, volatile int64_t *stop);
+uint64_t ns_fwq_window(struct ns_fwq *f, uint64_t begin, uint64_t end, volatile int64_t *stop);
+
+/* Helpers used before measuring. */
+uint64_t ns_loop_resolution_ticks(uint64_t duration_ticks);
+uint64_t ns_min_work_ticks(uint64_t units, uint64_t unit_iters, unsigned repetitions);
+double ns_calibrate_ticks_per_ns(uint64_t duration_ns);
+
+/* Injection in signal mode (inject.c). */
+int ns_injection_signal(void);
+int ns_signal_injection_install(struct sigaction *saved);
+void ns_signal_injection_restore(const struct sigaction *saved);
+int ns_signal_injection_arm(struct ns_injection *inj, pid_t tid, uint64_t start_mono_ns,
+                            timer_t *timer);
+/* Thread-mode injector body, called on its own pinned thread. */
+void ns_thread_injection_loop(struct ns_injection *inj, uint64_t start_mono_ns,
+                              uint64_t end_mono_ns, volatile int64_t *stop);
+
+#endif

@@ -1,0 +1,54 @@
+/* FTQ (fixed time quantum) and FWQ (fixed work quantum). */
+#include "clock.h"
+#include "probes.h"
+#include "work.h"
+
+/* Quanta are laid out on absolute deadlines begin + k*quantum, so the
+ * series never drifts. A unit of work that ends past a deadline counts for
+ * the quantum it ends in; quanta the thread missed entirely record zero. */
+uint64_t ns_ftq_window(struct ns_ftq *f, uint64_t begin, uint64_t end, volatile int64_t *stop)
+{
+    uint64_t deadline = begin + f->quantum, done = 0, x = f->sink + 1, now = begin;
+    while (deadline <= end) {
+        x = ns_work_unit(x, f->unit_iters);
+        done++;
+        now = ns_ticks();
+        if (now < deadline)
+            continue;
+        while (now >= deadline && deadline <= end) {
+            if (f->stored < f->start.capacity) {
+                f->start.data[f->stored] = deadline - f->quantum;
+                f->work.data[f->stored] = done;
+                f->stored++;
+            } else {
+                f->overflow++;
+            }
+            done = 0;
+            deadline += f->quantum;
+        }
+        if (*stop)
+            break;
+    }
+    f->sink = x;
+    return now;
+}
+
+uint64_t ns_fwq_window(struct ns_fwq *f, uint64_t begin, uint64_t end, volatile int64_t *stop)
+{
+    uint64_t x = f->sink + 1, now = begin;
+    do {
+        uint64_t started = ns_ticks();
+        for (uint64_t u = 0; u < f->work_units; u++)
+            x = ns_work_unit(x, f->unit_iters);
+        now = ns_ticks();
+        if (f->stored < f->start.capacity) {
+            f->start.data[f->stored] = started;
+            f->duration.data[f->stored] = now - started;
+            f->stored++;
+        } else {
+            f->overflow++;
+        }
+    } while (now < end && !*stop);
+    f->sink = x;
+    return now;
+}

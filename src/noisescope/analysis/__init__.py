@@ -1,0 +1,1 @@
+"""Analysis of measured data: summaries, spectra, attribution, comparison, prediction."""

@@ -1,0 +1,227 @@
+"""Result bundles: one directory per run, `manifest.json` plus Parquet tables.
+
+Written atomically (a hidden temporary directory renamed into place, with
+SIGINT/SIGTERM held off meanwhile), so a bundle is either complete on disk
+or absent. Read lazily: `load()` parses the manifest; tables are read on
+first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from . import __version__
+from .clock import MeasurementClock
+from .diagnostics import Diagnostic
+from .errors import UsageError
+from .host import HostFacts
+from .tables import Table
+
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+REQUIRED_KEYS = {"schema_version": int, "kind": str, "tool": dict, "complete": bool,
+                 "parameters": dict, "summaries": dict, "warnings": list, "tables": dict}
+
+
+def tool_info() -> dict:
+    return {"name": "noisescope", "version": __version__}
+
+
+class Bundle:
+    """A measurement in memory: the manifest (a dict) and named Tables."""
+
+    def __init__(self, manifest: dict, tables: dict[str, Table] | None = None,
+                 path: Path | None = None):
+        self.manifest = manifest
+        self.path = path
+        self._tables: dict[str, Table] = dict(tables or {})
+
+    # -- manifest views -------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+    @property
+    def label(self) -> str | None:
+        return self.manifest.get("label")
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.manifest.get("complete"))
+
+    @property
+    def host(self) -> HostFacts | None:
+        host = self.manifest.get("host")
+        return HostFacts.from_dict(host) if host else None
+
+    @property
+    def clock(self) -> MeasurementClock | None:
+        clock = self.manifest.get("clock")
+        return MeasurementClock.from_dict(clock) if clock else None
+
+    @property
+    def parameters(self) -> dict:
+        return self.manifest["parameters"]
+
+    @property
+    def summaries(self) -> dict[str, list[dict]]:
+        return self.manifest["summaries"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [Diagnostic.from_dict(w) for w in self.manifest["warnings"]]
+
+    @property
+    def name(self) -> str:
+        return self.label or (self.path.name if self.path else self.kind)
+
+    # -- tables -----------------------------------------------------------
+    @property
+    def table_names(self) -> list[str]:
+        return sorted(set(self._tables) | set(self.manifest.get("tables", {})))
+
+    def table(self, name: str) -> Table:
+        if name not in self._tables:
+            entry = self.manifest.get("tables", {}).get(name)
+            if entry is None or self.path is None:
+                raise KeyError(f"bundle has no table {name!r} (it has: "
+                               f"{', '.join(self.table_names) or 'none'})")
+            self._tables[name] = _read_table(self.path / entry["file"])
+        return self._tables[name]
+
+    def has_table(self, name: str) -> bool:
+        return name in self.table_names
+
+    def __getattr__(self, name: str) -> Table:
+        # bundle.detours, bundle.ftq, ... for notebooks
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.table(name)
+        except KeyError as error:
+            raise AttributeError(str(error)) from None
+
+    def __repr__(self) -> str:
+        where = f" at {self.path}" if self.path else ""
+        return f"<Bundle {self.kind}{where}: {', '.join(self.table_names)}>"
+
+    # -- writing ----------------------------------------------------------
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically to `path` (which must not exist, or be an empty directory)."""
+        destination = Path(path)
+        check_destination(destination)
+        partial = destination.parent / f".{destination.name}.partial-{os.getpid()}"
+        with _signals_held():
+            partial.mkdir()
+            try:
+                entries = {}
+                for name, table in sorted(self._tables.items()):
+                    file = f"{name}.parquet"
+                    _write_table(table, partial / file)
+                    entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
+                self.manifest["tables"] = entries
+                with open(partial / MANIFEST, "w") as out:
+                    json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
+                    out.write("\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.rename(partial, destination)  # replaces an empty directory too
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+        self.path = destination
+        return destination
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    raise TypeError(f"cannot store {type(value).__name__} in a manifest")
+
+
+def _write_table(table: Table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(table.to_arrow(), path, compression="zstd")
+
+
+def _read_table(path: Path) -> Table:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return Table.from_arrow(pq.read_table(path))
+    except (OSError, pa.ArrowException) as error:
+        raise UsageError(f"table {path} is unreadable ({error})",
+                         "the bundle is damaged; re-run the measurement") from None
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the bundle is written (main thread only);
+    a pending one is delivered once the bundle is complete on disk."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def check_destination(path: Path) -> None:
+    """Fail early (before measuring) when `path` cannot receive a bundle."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"output {path} already exists and is not an empty directory",
+                         "choose another -o or remove it")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write to {path}: directory {parent} does not exist",
+                         "create it first or choose another -o")
+    probe = parent / f".noisescope-write-test-{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as error:
+        raise UsageError(f"cannot write to {parent}: {error.strerror}",
+                         "choose a writable -o directory") from None
+
+
+def load(path: str | os.PathLike[str]) -> Bundle:
+    """Open a bundle written by noisescope (tables are read on first use)."""
+    root = Path(path)
+    manifest_path = root / MANIFEST
+    if not manifest_path.is_file():
+        problem = "does not exist" if not root.exists() else "is not a noisescope bundle"
+        raise UsageError(f"{root} {problem} (no {MANIFEST})",
+                         "give a directory written by noisescope (scan -o, bench -o, ...)")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{manifest_path} is corrupt ({error})",
+                         "the bundle is damaged; re-run the measurement") from None
+    if not isinstance(manifest, dict):
+        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)",
+                         "the bundle is damaged; re-run the measurement")
+    for key, kind in REQUIRED_KEYS.items():
+        if not isinstance(manifest.get(key), kind):
+            raise UsageError(f"{manifest_path} is corrupt (missing or bad '{key}')",
+                             "the bundle is damaged; re-run the measurement")
+    if manifest["schema_version"] > SCHEMA_VERSION:
+        raise UsageError(
+            f"{root} was written by a newer noisescope (schema {manifest['schema_version']}, "
+            f"this one reads up to {SCHEMA_VERSION})", "upgrade noisescope to read it")
+    return Bundle(manifest, path=root)

@@ -1,0 +1,44 @@
+"""Pieces every command uses: consoles, progress on stderr, parsing helpers."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rich.console import Console
+
+from ..units import format_duration
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# Wide enough for the summary tables when output goes to a file or a pipe.
+PIPE_WIDTH = 120
+stdout = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPE_WIDTH)
+
+
+class Progress:
+    """One line per probe on stderr; on a terminal it updates in place."""
+
+    def __init__(self, total_ns: int, enabled: bool = True):
+        self.total_ns = total_ns
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.current: str | None = None
+        self.started = time.monotonic()
+
+    def __call__(self, probe: str, fraction: float) -> None:
+        if not self.enabled:
+            return
+        if probe != self.current:
+            self.current = probe
+            self.started = time.monotonic()
+            if not self.tty:
+                print(f"{probe}: measuring {format_duration(self.total_ns)} ...", file=sys.stderr,
+                      flush=True)
+        if self.tty:
+            done = format_duration(fraction * self.total_ns, precision=2)
+            end = "\n" if fraction >= 1.0 else ""
+            print(f"\r\x1b[K{probe}: {done} of {format_duration(self.total_ns)}", end=end,
+                  file=sys.stderr, flush=True)

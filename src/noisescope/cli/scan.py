@@ -1,0 +1,81 @@
+"""noisescope scan: the main job."""
+
+from __future__ import annotations
+
+import click
+
+from ..probes import PROBES, Injection
+from ..render.terminal import print_bundle
+from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
+from ..units import parse_cpu_list, parse_positive_duration
+from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
+
+EXAMPLES = """
+\b
+EXAMPLES
+  noisescope scan                          # all CPUs, 10 s per probe, bundle in ./noisescope-HOST-TIME
+  noisescope scan --cpus 2-3 --duration 60s --rt -o tuned
+  noisescope scan --probes detour --threshold 500ns
+  noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
+"""
+
+
+def parse_probes(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+@click.command(epilog=EXAMPLES)
+@click.option("--cpus", help="CPUs to measure, e.g. 0-3,8 (default: all online, allowed CPUs)")
+@click.option("--duration", default="10s", show_default=True, help="measuring time per probe")
+@click.option("--probes", "probe_list", default=",".join(PROBES), show_default=True,
+              help="comma-separated probes to run, one after the other")
+@click.option("--threshold", default="1us", show_default=True,
+              help="shortest gap counted as a detour")
+@click.option("--rt", is_flag=True, help="sample at SCHED_FIFO priority (root); measures in "
+              "windows that leave the kernel time and stay clear of RT throttling")
+@click.option("--priority", default=DEFAULT_RT_PRIORITY, show_default=True,
+              help="SCHED_FIFO priority with --rt (1-99)")
+@click.option("--runtime", help="measuring window length (default 1s, or 900ms with --rt)")
+@click.option("--period", help="window period (default 1s)")
+@click.option("--quantum", default="1ms", show_default=True,
+              help="FTQ quantum and FWQ work per sample")
+@click.option("--max-detours", type=int, help="detours stored per CPU (more are counted, and "
+              "kept in the histogram)")
+@click.option("--inject", "injections", multiple=True, metavar="RATE:LENGTH@cpuN[/MODE]",
+              help="inject known noise while measuring, e.g. 1kHz:20us@cpu1 (repeatable)")
+@click.option("--label", help="configuration label stored in the bundle, e.g. tuned-kernel")
+@click.option("-o", "--output", help="bundle directory to write (must not exist)")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
+                 max_detours, injections, label, output, quiet):
+    """Measure OS noise on every CPU at once and write a result bundle."""
+    options = ScanOptions(
+        cpus=parse_cpu_list(cpus) if cpus else None,
+        duration_ns=parse_positive_duration(duration, what="--duration"),
+        probes=parse_probes(probe_list),
+        threshold_ns=parse_positive_duration(threshold, what="--threshold", default_unit="ns"),
+        rt=rt,
+        priority=priority,
+        runtime_ns=parse_positive_duration(runtime, what="--runtime") if runtime else None,
+        period_ns=parse_positive_duration(period, what="--period") if period else None,
+        quantum_ns=parse_positive_duration(quantum, what="--quantum", default_unit="ns"),
+        max_detours=_positive(max_detours, "--max-detours"),
+        injections=tuple(Injection.parse(spec) for spec in injections),
+        label=label,
+    )
+    facts = live_host_facts()
+    destination = output or default_output(facts)
+    progress = Progress(options.duration_ns, enabled=not quiet)
+    bundle = scan(options, facts=facts, progress=progress, destination=destination)
+    print_bundle(bundle, stdout)
+    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
+    return 0 if bundle.complete else EXIT_INTERRUPTED
+
+
+def _positive(value: int | None, name: str) -> int | None:
+    from ..errors import UsageError
+
+    if value is not None and value <= 0:
+        raise UsageError(f"{name} must be greater than zero", f"e.g. {name} 100000")
+    return value
+

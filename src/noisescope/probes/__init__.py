@@ -1,0 +1,13 @@
+"""The noise probes: configure -> run the native core -> numpy tables.
+
+detour: selfish-detour / Hourglass sampler; ftq: fixed time quantum;
+fwq: fixed work quantum. Each takes a ProbeContext (CPUs, windows, clock,
+injections) and returns a ProbeResult (tables and per-CPU summaries).
+"""
+
+from .base import ProbeContext, ProbeResult
+from .inject import Injection
+
+PROBES = ("detour", "ftq", "fwq")
+
+__all__ = ["PROBES", "Injection", "ProbeContext", "ProbeResult"]

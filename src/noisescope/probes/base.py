@@ -1,0 +1,155 @@
+"""What every probe shares: per-CPU thread specs, windows, injections, errors."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..clock import MeasurementClock
+from ..diagnostics import Code, Diagnostic
+from ..errors import UsageError
+from ..tables import Table
+from .native import NativeRun, ProgressCallback, run_native, window_buffers
+from .schedule import WindowSchedule
+
+if TYPE_CHECKING:
+    from .inject import Injection
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """Where and when a probe runs; the same for every probe of a scan."""
+
+    cpus: tuple[int, ...]
+    schedule: WindowSchedule
+    clock: MeasurementClock
+    priority: int = 0  # SCHED_FIFO priority of the samplers, 0 for SCHED_OTHER
+    injections: tuple[Injection, ...] = ()  # noqa: F821 (TYPE_CHECKING import)
+    injector_priority: int = 0
+    start_mono_ns: int = 0
+    progress: ProgressCallback | None = None
+
+
+@dataclass
+class ProbeResult:
+    probe: str
+    tables: dict[str, Table]
+    summaries: list[dict]
+    interrupted: bool
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+@dataclass
+class Execution:
+    """A finished native run with its windows and injections as tables."""
+
+    run: NativeRun
+    windows: Table
+    injections: Table
+
+    @property
+    def interrupted(self) -> bool:
+        return self.run.interrupted
+
+
+def _check_errors(results: list[dict], what: str) -> None:
+    for result in results:
+        if result["error"]:
+            stage, cpu = result["error_stage"], result.get("cpu")
+            reason = os.strerror(result["error"])
+            hint = ("run as root or without --rt" if "SCHED_FIFO" in stage
+                    else "check that the CPU is online and allowed (taskset, cgroups)")
+            raise UsageError(f"{what} on CPU {cpu} failed: {stage}: {reason}", hint)
+
+
+def execute(probe: str, ctx: ProbeContext, specs: list[dict]) -> Execution:
+    """Run `probe` with one spec per CPU of ctx.cpus (probe-specific keys)."""
+    elapsed = ctx.schedule.elapsed_ns
+    by_cpu = {spec["cpu"]: spec for spec in specs}
+    for spec in specs:
+        spec.setdefault("priority", ctx.priority)
+        spec.update(window_buffers(ctx.schedule))
+    injectors: list[dict] = []
+    for injection in ctx.injections:
+        native = injection.native(ctx.clock.ticks_per_ns, elapsed, ctx.injector_priority)
+        if injection.mode == "signal":
+            if injection.cpu not in by_cpu:
+                raise UsageError(f"signal injection on CPU {injection.cpu} needs a sampler there",
+                                 "measure that CPU too, or use /thread mode")
+            by_cpu[injection.cpu]["inject"] = native
+        else:
+            injectors.append(native)
+    run = run_native(probe, specs, injectors, ctx.schedule, ctx.clock.ticks_per_ns,
+                     start_mono_ns=ctx.start_mono_ns, progress=ctx.progress)
+    _check_errors(run.samplers, f"{probe} sampler")
+    _check_errors([{**r, "cpu": s["cpu"]} for r, s in zip(run.injectors, injectors, strict=False)],
+                  "injector")
+    return Execution(run, _windows_table(probe, ctx.clock, specs, run),
+                     _injections_table(ctx, specs, injectors, run))
+
+
+def _windows_table(probe: str, clock: MeasurementClock, specs: list[dict],
+                   run: NativeRun) -> Table:
+    parts = []
+    for spec, result in zip(specs, run.samplers, strict=False):
+        done = result["windows"]
+        parts.append(Table({
+            "cpu": np.full(done, spec["cpu"], np.int32),
+            "probe": np.full(done, probe, dtype=object),
+            "start_ns": clock.timestamp_ns(spec["window_start"][:done]),
+            "end_ns": clock.timestamp_ns(spec["window_end"][:done]),
+        }))
+    return Table.concat(parts)
+
+
+def _injection_rows(clock: MeasurementClock, cpu: int, mode: str, native: dict,
+                    stored: int) -> Table:
+    start = native["start"][:stored]
+    return Table({
+        "cpu": np.full(stored, cpu, np.int32),
+        "mode": np.full(stored, mode, dtype=object),
+        "start_ns": clock.timestamp_ns(start),
+        "duration_ns": clock.duration_ns(native["end"][:stored] - start),
+    })
+
+
+def _injections_table(ctx: ProbeContext, specs: list[dict], injectors: list[dict],
+                      run: NativeRun) -> Table:
+    parts = []
+    for spec, result in zip(specs, run.samplers, strict=False):
+        if "inject" in spec:
+            parts.append(_injection_rows(ctx.clock, spec["cpu"], "signal", spec["inject"],
+                                         result["injection"]["stored"]))
+    for native, result in zip(injectors, run.injectors, strict=False):
+        parts.append(_injection_rows(ctx.clock, native["cpu"], "thread", native, result["stored"]))
+    return Table.concat(parts)
+
+
+def thread_statistics(result: dict, clock: MeasurementClock, windows: Table) -> dict:
+    """Per-CPU facts every probe reports: measured time and who else ran."""
+    cpu_windows = windows.where(cpu=result["cpu"])
+    measured = int((cpu_windows.end_ns - cpu_windows.start_ns).sum())
+    return {
+        "cpu": result["cpu"],
+        "windows": int(result["windows"]),
+        "measured_ns": measured,
+        "run_delay_ns": int(result["run_delay_ns"]),
+        "involuntary_switches": int(result["involuntary_switches"]),
+        "minor_faults": int(result["minor_faults"]),
+        "major_faults": int(result["major_faults"]),
+    }
+
+
+def busy_diagnostics(probe: str, summaries: list[dict]) -> list[Diagnostic]:
+    """Another task took a measured CPU for more than 1% of the time."""
+    notes = []
+    for s in summaries:
+        if s["measured_ns"] and s["run_delay_ns"] > 0.01 * s["measured_ns"]:
+            notes.append(Diagnostic(
+                Code.MACHINE_BUSY,
+                f"{probe}: CPU {s['cpu']} waited {100 * s['run_delay_ns'] / s['measured_ns']:.1f}% "
+                f"of the time for other tasks ({s['involuntary_switches']} preemptions)"))
+    return notes

@@ -1,0 +1,136 @@
+"""Terminal tables (rich) for bundles: what `scan` prints and `show` reprints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..bundle import Bundle
+from ..units import format_cpu_list, format_duration, format_rate
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _num(value: float | int | None, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _ns(value: float | int | None) -> str:
+    return format_duration(value)
+
+
+def header_lines(bundle: Bundle) -> list[str]:
+    m = bundle.manifest
+    host = m.get("host") or {}
+    clock = m.get("clock") or {}
+    lines = []
+    virt = host.get("virtualization") or {}
+    machine = f"{host.get('hostname', '?')}: {host.get('cpu_model', '?')}, kernel " \
+              f"{host.get('kernel_release', '?')}"
+    if virt.get("hypervisor"):
+        machine += f", guest of {virt.get('vendor') or 'a hypervisor'}"
+    lines.append(machine)
+    if clock:
+        lines.append(f"clock: {clock['counter']} at {clock['ticks_per_second'] / 1e6:.3f} MHz "
+                     f"({clock['frequency_source']})")
+    p = m["parameters"]
+    if "cpus" in p and "duration_ns" in p:
+        mode = f"SCHED_FIFO {p['priority']}" if p.get("priority") else "SCHED_OTHER"
+        lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {format_duration(p['duration_ns'])} "
+                     f"per probe, {mode}" + ("" if m["complete"] else "  [INCOMPLETE]"))
+    if host.get("hz_estimate", {}).get("hz"):
+        lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
+                     f"(CONFIG_HZ={host.get('config_hz') or '?'})")
+    return lines
+
+
+def detour_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="Detours (CPU taken away for >= threshold)", title_justify="left")
+    for name in ("CPU", "noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop cyc", "loop ns"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        approx = "~" if s.get("percentiles_from") == "histogram" else ""
+        t.add_row(
+            str(s["cpu"]), _pct(s["noise_pct"]), _num(s["detours_per_s"], 1),
+            approx + _ns(s["p50_ns"]), approx + _ns(s["p99_ns"]), approx + _ns(s["p999_ns"]),
+            _ns(s["max_ns"]), str(s["resolution_cycles"]), f"{s['resolution_ns']:.1f}",
+        )
+    return t
+
+
+def hourglass_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="Hourglass (gaps between TSC reads)", title_justify="left")
+    for name in ("CPU", "reads", "avg gap cyc", "max gap cyc", "gaps > 1000 cyc"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        t.add_row(str(s["cpu"]), _num(s["iterations"]), _num(s["mean_loop_cycles"], 1),
+                  _num(s["max_gap_cycles"]), _num(s["gaps_over_1000_cycles"]))
+    return t
+
+
+def ftq_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="FTQ (work units per quantum)", title_justify="left")
+    for name in ("CPU", "quanta", "min", "mean", "max", "missed", "noise %"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        t.add_row(str(s["cpu"]), _num(s["quanta"]), _num(s["work_min"]), _num(s["work_mean"], 1),
+                  _num(s["work_max"]), _num(s["missed_quanta"]), _pct(s["noise_pct"]))
+    return t
+
+
+def fwq_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="FWQ (time per fixed work)", title_justify="left")
+    for name in ("CPU", "samples", "min", "mean", "max", "noise %"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        t.add_row(str(s["cpu"]), _num(s["samples"]), _ns(s["duration_min_ns"]),
+                  _ns(s["duration_mean_ns"]), _ns(s["duration_max_ns"]), _pct(s["noise_pct"]))
+    return t
+
+
+SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable]]] = {
+    "detour": [detour_table, hourglass_table],
+    "ftq": [ftq_table],
+    "fwq": [fwq_table],
+}
+
+
+def injection_lines(bundle: Bundle) -> list[str]:
+    lines = []
+    for spec in bundle.parameters.get("injections", []):
+        lines.append(f"injected: {format_rate(spec['rate_hz'])} x "
+                     f"{format_duration(spec['length_ns'])} on CPU {spec['cpu']} ({spec['mode']})")
+    for s in bundle.summaries.get("detour", []):
+        found = s.get("injections")
+        if found and found["injected"]:
+            lines.append(f"  CPU {s['cpu']}: detours cover {found['found']} of {found['injected']}"
+                         f" injections in the windows ({found['found_pct']:.1f}%), mean detour "
+                         f"{format_duration(found['detected_mean_ns'])} for "
+                         f"{format_duration(found['injected_mean_ns'])} injected")
+    return lines
+
+
+def print_bundle(bundle: Bundle, console: Console) -> None:
+    for line in header_lines(bundle) + injection_lines(bundle):
+        console.print(line, highlight=False, markup=False)
+    for probe, rows in bundle.summaries.items():
+        for render in SUMMARY_TABLES.get(probe, []) if rows else []:
+            console.print()
+            console.print(render(rows))
+    print_warnings(bundle, console)
+
+
+def print_warnings(bundle: Bundle, console: Console) -> None:
+    warnings = bundle.warnings
+    if not warnings:
+        return
+    console.print()
+    for w in warnings:
+        console.print(f"warning: {w.message}", style="yellow", highlight=False, markup=False)
+        console.print(f"  hint: {w.hint}", style="dim", highlight=False, markup=False)

@@ -1,0 +1,79 @@
+"""Column tables: named numpy arrays of equal length.
+
+Raw data travels as Tables from the probes to the bundle (Parquet) and back
+to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+import numpy as np
+
+
+class Table(Mapping[str, np.ndarray]):
+    def __init__(self, columns: Mapping[str, Iterable] | None = None):
+        self._columns: dict[str, np.ndarray] = {}
+        for name, values in (columns or {}).items():
+            self._columns[name] = np.asarray(values)
+        lengths = {len(v) for v in self._columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns differ in length: {sorted(lengths)}")
+
+    @property
+    def rows(self) -> int:
+        return len(next(iter(self._columns.values()))) if self._columns else 0
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._columns)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._columns[name]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["_columns"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __repr__(self) -> str:
+        return f"Table({self.rows} rows: {', '.join(self._columns)})"
+
+    def filter(self, mask: np.ndarray) -> Table:
+        return Table({name: values[mask] for name, values in self._columns.items()})
+
+    def where(self, **equals: object) -> Table:
+        """Rows whose columns equal the given values, e.g. table.where(cpu=1)."""
+        mask = np.ones(self.rows, dtype=bool)
+        for name, value in equals.items():
+            mask &= self._columns[name] == value
+        return self.filter(mask)
+
+    @classmethod
+    def concat(cls, tables: Iterable[Table]) -> Table:
+        tables = [t for t in tables if t.columns]
+        if not tables:
+            return cls()
+        names = tables[0].columns
+        return cls({name: np.concatenate([t[name] for t in tables]) for name in names})
+
+    def to_arrow(self):
+        import pyarrow as pa
+
+        return pa.table({name: pa.array(values) for name, values in self._columns.items()})
+
+    @classmethod
+    def from_arrow(cls, table) -> Table:
+        return cls({name: table.column(name).to_numpy() for name in table.column_names})
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self._columns)

@@ -1,0 +1,133 @@
+"""`noisescope scan` and `show` end to end, through the installed console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import noisescope
+
+from ..unit.test_bundle import validate
+
+CLI = [sys.executable, "-m", "noisescope"]
+
+
+def run(*args, timeout=120, **kwargs):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          **kwargs)
+
+
+def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
+    out = tmp_path / "bundle"
+    done = run("scan", "--duration", "1s", "-o", str(out), "--label", "ci<b>")
+    assert done.returncode == 0, done.stderr
+    for heading in ("Detours", "Hourglass", "FTQ", "FWQ"):
+        assert heading in done.stdout
+    bundle = noisescope.load(out)
+    validate(bundle.manifest)
+    assert bundle.complete and bundle.label == "ci<b>"
+    assert set(bundle.summaries) == {"detour", "ftq", "fwq"}
+    cpus = bundle.parameters["cpus"]
+    assert sorted(s["cpu"] for s in bundle.summaries["detour"]) == cpus
+    assert bundle.detours.rows == sum(s["stored"] for s in bundle.summaries["detour"])
+    assert bundle.ftq.rows == sum(s["quanta"] for s in bundle.summaries["ftq"])
+    for s in bundle.summaries["detour"]:
+        assert s["iterations"] > 0 and 0 <= s["noise_pct"] < 100
+        assert s["measured_ns"] == pytest.approx(1e9, rel=0.01)
+    shown = run("show", str(out))
+    assert shown.returncode == 0
+    assert shown.stdout.splitlines()[4:] == done.stdout.splitlines()[4:]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["scan", "--cpus", "999"], "CPU 999 is offline"),
+    (["scan", "--duration", "0"], "greater than zero"),
+    (["scan", "--duration", "10q"], "cannot read --duration"),
+    (["scan", "--threshold", "1ns"], "below what the loop can resolve"),
+    (["scan", "-o", "/proc/noisescope-out"], "cannot write"),
+    (["scan", "--probes", "ftq,nope"], "unknown probe nope"),
+    (["scan", "--rt", "--priority", "120"], "priority 120 is out of range"),
+    (["scan", "--inject", "1kHz@cpu0"], "cannot read noise"),
+    (["scan", "--bogus"], "No such option"),
+    (["show", "/nonexistent"], "does not exist"),
+    (["show", "."], "is not a noisescope bundle"),
+    (["inject", "--cpu", "999", "--for", "1s"], "CPU 999 is offline"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
+    done = run(*args, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert os.listdir(tmp_path) == []  # nothing half-written
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path):
+    out = tmp_path / "b"
+    proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    bundle = noisescope.load(out)
+    validate(bundle.manifest)
+    assert not bundle.complete
+    assert "interrupted" in [w.code.value for w in bundle.warnings]
+    detour = bundle.summaries["detour"]
+    assert list(bundle.summaries) == ["detour"]  # ftq and fwq never started
+    assert all(1e9 < s["measured_ns"] < 15e9 for s in detour)
+    assert bundle.detours.rows > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial left
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path):
+    out = tmp_path / "b"
+    proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "--probes", "ftq", "-o",
+                             str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(3)
+    proc.terminate()
+    proc.communicate(timeout=30)
+    bundle = noisescope.load(out)
+    assert not bundle.complete and bundle.ftq.rows > 500
+
+
+def test_without_privileges_the_scan_says_what_it_skipped(monkeypatch, live_facts):
+    import noisescope.scan as scan_module
+    monkeypatch.setattr(scan_module, "is_root", lambda: False)
+    monkeypatch.setattr(scan_module, "can_use_fifo", lambda priority: False)
+    bundle = scan_module.scan(scan_module.ScanOptions(
+        cpus=live_facts.online[:1], duration_ns=200_000_000, probes=("detour",), rt=True),
+        argv=["test"], facts=live_facts)
+    assert bundle.parameters["priority"] == 0
+    assert bundle.manifest["privileges"]["rt"].startswith("skipped")
+    assert bundle.manifest["privileges"]["mlockall"].startswith("skipped")
+    assert "privileges" in [w.code.value for w in bundle.warnings]
+
+
+def test_inject_command_reports_what_it_did():
+    done = run("inject", "--cpu", "0", "--rate", "500Hz", "--length", "10us", "--for", "1s")
+    assert done.returncode == 0, done.stderr
+    count = int(done.stdout.split()[0])
+    assert 450 <= count <= 510, done.stdout
+
+
+def test_version_and_help_end_with_examples():
+    assert run("--version").stdout.strip().endswith(noisescope.__version__)
+    for command in ("scan", "show", "inject"):
+        text = run(command, "--help").stdout
+        assert "EXAMPLES" in text and text.strip().splitlines()[-1].strip().startswith(
+            "noisescope")
+
+
+def test_python_api_json_safe(tmp_path):
+    done = run("scan", "--duration", "1s", "--probes", "detour", "-o", str(tmp_path / "b"))
+    assert done.returncode == 0
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["host"]["hz_estimate"]["hz"] in (None, 100, 250, 300, 1000)
