@@ -108,8 +108,8 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
             priority = options.priority
             privileges["rt"] = f"SCHED_FIFO priority {priority}"
         else:
-            privileges["rt"] = "skipped: not permitted to use SCHED_FIFO (not root)"
-            notes.append(Diagnostic(Code.PRIVILEGES, "--rt skipped: this user may not use "
+            privileges["rt"] = "skipped: SCHED_FIFO not permitted (needs root or CAP_SYS_NICE)"
+            notes.append(Diagnostic(Code.PRIVILEGES, "--rt skipped: this process may not use "
                                     "SCHED_FIFO; sampling at normal priority"))
     else:
         privileges["rt"] = "not requested"
@@ -191,7 +191,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
-    with memory_locked(is_root() or can_use_fifo(1)) as locking:
+    with memory_locked() as locking:
         scan_plan.privileges["mlockall"] = locking
         if locking != "locked":
             scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))

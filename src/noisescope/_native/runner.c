@@ -226,26 +226,34 @@ static const char *probe_name(enum ns_probe_kind kind)
     return "probe";
 }
 
+/* What every thread does first: block signals (all, or all but the
+ * injection signal), take its name (so traces can tell it apart), move to
+ * its CPU and policy. Returns the failed stage or NULL; sets *tid, *error. */
+static const char *thread_begin(const char *role, int cpu, int priority, int allow_injection,
+                                pid_t *tid, int *error)
+{
+    char name[16];
+    sigset_t blocked;
+    sigfillset(&blocked);
+    if (allow_injection)
+        sigdelset(&blocked, ns_injection_signal());
+    pthread_sigmask(SIG_SETMASK, &blocked, NULL);
+    *tid = (pid_t)syscall(SYS_gettid);
+    snprintf(name, sizeof name, "ns-%s/%d", role, cpu);
+    prctl(PR_SET_NAME, name);
+    const char *stage = set_up_cpu(cpu, priority);
+    *error = stage != NULL ? errno : 0;
+    return stage;
+}
+
 static void *sampler_main(void *opaque)
 {
     struct thread_arg *arg = opaque;
     struct run *run = arg->run;
     struct ns_thread *t = &run->threads[arg->index];
-    char name[16];
 
-    /* Only the injection signal may interrupt a sampler. */
-    sigset_t blocked;
-    sigfillset(&blocked);
-    if (t->signal_injection != NULL)
-        sigdelset(&blocked, ns_injection_signal());
-    pthread_sigmask(SIG_SETMASK, &blocked, NULL);
-
-    t->tid = (pid_t)syscall(SYS_gettid);
-    snprintf(name, sizeof name, "ns-%s/%d", probe_name(t->kind), t->cpu);
-    prctl(PR_SET_NAME, name);
-    t->error_stage = set_up_cpu(t->cpu, t->priority);
-    if (t->error_stage != NULL)
-        t->error = errno;
+    t->error_stage = thread_begin(probe_name(t->kind), t->cpu, t->priority,
+                                  t->signal_injection != NULL, &t->tid, &t->error);
     touch_probe(t);
     touch_stack();
     if (t->kind == NS_PROBE_DETOUR)
@@ -291,17 +299,8 @@ static void *injector_main(void *opaque)
     struct thread_arg *arg = opaque;
     struct run *run = arg->run;
     struct ns_injection *inj = &run->injectors[arg->index];
-    char name[16];
 
-    sigset_t blocked;
-    sigfillset(&blocked);
-    pthread_sigmask(SIG_SETMASK, &blocked, NULL);
-    inj->tid = (pid_t)syscall(SYS_gettid);
-    snprintf(name, sizeof name, "ns-inject/%d", inj->cpu);
-    prctl(PR_SET_NAME, name);
-    inj->error_stage = set_up_cpu(inj->cpu, inj->priority);
-    if (inj->error_stage != NULL)
-        inj->error = errno;
+    inj->error_stage = thread_begin("inject", inj->cpu, inj->priority, 0, &inj->tid, &inj->error);
     touch_series(&inj->start);
     touch_series(&inj->end);
     touch_stack();
