@@ -21,6 +21,7 @@ from .. import __version__
 from ..errors import UsageError
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .inject import inject_command
+from .predict import export_trace_command, predict_command
 from .scan import scan_command
 from .show import show_command
 
@@ -35,6 +36,8 @@ def cli():
 cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
+cli.add_command(predict_command, "predict")
+cli.add_command(export_trace_command, "export-trace")
 
 
 def _terminate(signum, frame):
