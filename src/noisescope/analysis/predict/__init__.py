@@ -12,8 +12,14 @@ noise to busy windows), loggp (costs and collective schedules), orderstats
 from .loggp import LogGP
 from .model import Prediction, PredictOptions, ScalePoint, predict, simulate
 from .orderstats import Knee, expected_maximum
-from .traces import NoiseTrace, load_noise, read_trace_file, synthetic_trace, traces_from_bundle, \
-    write_trace_file
+from .traces import (
+           NoiseTrace,
+           load_noise,
+           read_trace_file,
+           synthetic_trace,
+           traces_from_bundle,
+           write_trace_file,
+)
 
 __all__ = ["Knee", "LogGP", "NoiseTrace", "PredictOptions", "Prediction", "ScalePoint",
            "expected_maximum", "load_noise", "predict", "read_trace_file", "simulate",
