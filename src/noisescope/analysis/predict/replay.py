@@ -1,9 +1,11 @@
 """Charging noise to busy windows, for all processes at once (LogGOPSim semantics).
 
 Each process replays a noise trace from its own offset (the same offset for all
-with co-scheduled noise). A busy window [t, t + d] -- computing, or paying a
-message overhead -- is extended by the remainder of a detour in progress at t
-plus every detour that starts inside (t, t + d]. Waiting is never charged.
+with co-scheduled noise). A busy window [t, t + d) -- computing, or paying a
+message overhead -- is extended by the remainder of the last detour starting
+at or before t (if it is still in progress) plus every detour starting inside
+(t, t + d). A detour starting exactly as the window ends does not delay it.
+Waiting is never charged.
 
 Speed comes from two observations:
 
@@ -81,13 +83,13 @@ class Timeline:
 
     def window(self, at: np.ndarray, busy_ns: int, span=None, total=None, *,
                in_progress: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | int]:
-        """Noise charged to busy windows [at, at + busy_ns] (global times inside the first
+        """Noise charged to busy windows [at, at + busy_ns) (global times inside the first
         period of their block): the rest of a detour in progress at `at` (unless
         in_progress=False) plus every detour starting inside. span and total (their
         traces' span and summed detours) are needed only for windows longer than the
         shortest trace.
-        Returns (noise, start of the first detour after the window end, whole trace
-        periods the window covers)."""
+        Returns (noise, start of the first detour at or after the window end, whole
+        trace periods the window covers)."""
         periods = busy_ns // span if busy_ns >= self.span.min() else 0
         first = self.last_at_or_before(at)
         if in_progress:
@@ -97,9 +99,9 @@ class Timeline:
             noise = np.zeros(len(at), np.int64)
         following = self.starts[first + 1]
         finish = at + (busy_ns - periods * span) if np.any(periods) else at + busy_ns
-        inside = np.flatnonzero(following <= finish)  # detours starting inside the window
+        inside = np.flatnonzero(following < finish)  # detours starting inside the window
         if inside.size:
-            last = self.last_at_or_before(finish[inside])
+            last = self.last_at_or_before(finish[inside] - 1)
             noise[inside] += self.cumulative[last + 1] - self.cumulative[first[inside] + 1]
             following[inside] = self.starts[last + 1]
         if np.any(periods):  # a window longer than the trace sees all of it each time
@@ -111,21 +113,24 @@ class NoiseReplay:
     """Per-process replay state for P processes; process k replays trace trace_of[k].
 
     The cache per process is `next_start`, the simulated time at which the first
-    detour after its last busy window starts. A window that ends before it has no
-    noise: no detour starts inside, and the one in progress at its start (if any)
-    is the last one already seen, which ended before the previous window did (its
-    whole length was charged to that window). Caches start stale (-FAR) so that
-    every process's first window takes the exact path.
+    detour at or after the end of its last busy window starts. A window that ends
+    at or before it has no noise: no detour starts inside, and the last one
+    starting before it was already seen and ended before the previous window did
+    (its whole length, or its rest, was charged to that window). Caches start
+    stale (-FAR) so that every process's first window takes the exact path.
     """
 
     def __init__(self, traces: list[NoiseTrace], trace_of: np.ndarray,
-                 rng: np.random.Generator, *, synchronized: bool = False):
+                 rng: np.random.Generator, *, synchronized: bool = False,
+                 offsets: np.ndarray | None = None):
         self.timeline = line = Timeline(traces)
         procs = len(trace_of)
         self.trace_of = trace_of.astype(np.int32)
         self.single_trace = len(traces) == 1
         span = line.span[self.trace_of]
-        if synchronized:
+        if offsets is not None:  # given: where in its trace each process starts
+            phase = np.asarray(offsets, np.int64) % span
+        elif synchronized:
             phase = np.int64(rng.integers(0, line.span.max())) % span
         else:
             phase = (rng.random(procs) * span).astype(np.int64)
@@ -137,10 +142,12 @@ class NoiseReplay:
         self.next_start = np.where(noisy, -FAR, FAR)  # quiet traces are never charged
 
     def finish(self, start: np.ndarray, busy_ns: int, procs: slice) -> np.ndarray:
-        """End of busy windows [start, start + busy_ns] of processes `procs` (a slice),
+        """End of busy windows [start, start + busy_ns) of processes `procs` (a slice),
         noise included."""
         end = start + busy_ns
-        hit = np.flatnonzero(self.next_start[procs] <= end)
+        # an empty window is hit only by a detour starting at or before it
+        hit = np.flatnonzero(np.less(self.next_start[procs], end) if busy_ns
+                             else np.less_equal(self.next_start[procs], end))
         first = procs.start or 0
         # in chunks that stay in the CPU cache: the exact path is many small steps
         for chunk in range(0, hit.size, CHUNK):
