@@ -80,9 +80,12 @@ def test_bad_synthetic_specs(spec, words):
         synthetic_trace(spec)
 
 
-def test_synthetic_trace_of_a_single_fast_source_is_one_period():
-    trace = synthetic_trace("5MHz:100ns")
-    assert (trace.span_ns, trace.detours) == (200, 1)
+def test_synthetic_trace_spans_at_least_a_second_of_whole_periods():
+    trace = synthetic_trace("20kHz:5us")
+    assert (trace.span_ns, trace.detours) == (1_000_000_000, 20_000)
+    assert np.all(np.diff(trace.starts_ns) == 50_000)
+    assert synthetic_trace("4Hz:1ms+5Hz:1ms").span_ns == 10 ** 9  # lcm(250 ms, 200 ms)
+
 
 
 def test_trace_file_round_trip(tmp_path):

@@ -175,16 +175,18 @@ def parse_synthetic(spec: str) -> tuple[PeriodicSource, ...]:
 
 
 def synthetic_span_ns(sources: tuple[PeriodicSource, ...]) -> int:
-    """Repeat after the periods' least common multiple if short enough, else after
-    a whole number of the longest period (at least 1 s and 10 periods)."""
+    """At least 1 s (a trace others can replay too): a whole number of the periods'
+    least common multiple if that keeps every source exactly periodic, else a whole
+    number of the longest period (and at least 10 of them)."""
     periods = [SECOND / s.rate_hz for s in sources]
     if all(abs(p - round(p)) < 1e-6 for p in periods):
-        span = 1
+        common = 1
         for p in periods:
-            span = math.lcm(span, int(round(p)))
+            common = math.lcm(common, int(round(p)))
+        span = common * math.ceil(SECOND / common)
         events = sum(s.rate_hz * span / SECOND for s in sources)
         if span <= MAX_SYNTHETIC_SPAN_NS and events <= MAX_SYNTHETIC_DETOURS:
-            return max(span, 1)
+            return span
     longest = max(periods)
     return int(math.ceil(max(SECOND, 10 * longest) / longest) * longest)
 
