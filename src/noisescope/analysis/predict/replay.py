@@ -57,6 +57,9 @@ class Timeline:
         self.starts = np.append(start, FAR)  # the sentinel ends every bucket walk
         self.ends = np.append(start + duration, FAR)
         self.cumulative = np.concatenate([[0], np.cumsum(duration)]).astype(np.int64)
+        # views indexed by a detour: the next one's start, the sum up to and including it
+        self.next_starts = self.starts[1:]
+        self.cumulative_through = self.cumulative[1:]
         self.origin = np.array(origins, np.int64)
         self.span = np.array(spans, np.int64)
         self.total = np.array(totals, np.int64)
@@ -66,11 +69,11 @@ class Timeline:
         while (cursor >> self.shift) + 2 > MAX_BUCKETS:
             self.shift += 1
         edges = np.arange((cursor >> self.shift) + 2, dtype=np.int64) << self.shift
-        self.first = np.searchsorted(self.starts, edges, side="left").astype(np.int64)
+        self.first = np.searchsorted(self.starts, edges, side="left").astype(np.int32)
 
     def last_at_or_before(self, x: np.ndarray) -> np.ndarray:
         """Index of the last detour starting at or before each global time x."""
-        index = self.first[x >> self.shift]  # every start before this one is < x
+        index = self.first[x >> self.shift].astype(np.int64)  # every start before it is < x
         todo = np.flatnonzero(self.starts[index] <= x)
         for _ in range(MAX_STEPS):
             if not todo.size:
@@ -97,13 +100,14 @@ class Timeline:
             np.maximum(noise, 0, out=noise)
         else:
             noise = np.zeros(len(at), np.int64)
-        following = self.starts[first + 1]
+        following = self.next_starts[first]
         finish = at + (busy_ns - periods * span) if np.any(periods) else at + busy_ns
         inside = np.flatnonzero(following < finish)  # detours starting inside the window
         if inside.size:
             last = self.last_at_or_before(finish[inside] - 1)
-            noise[inside] += self.cumulative[last + 1] - self.cumulative[first[inside] + 1]
-            following[inside] = self.starts[last + 1]
+            noise[inside] += (self.cumulative_through[last]
+                              - self.cumulative_through[first[inside]])
+            following[inside] = self.next_starts[last]
         if np.any(periods):  # a window longer than the trace sees all of it each time
             noise += periods * total
         return noise, following, periods
