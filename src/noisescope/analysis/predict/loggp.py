@@ -108,7 +108,7 @@ class Machine:
 
 
 class Collective:
-    name = "none"
+    """No communication (the base of the others)."""
 
     def slot_ranks(self, procs: int) -> np.ndarray:
         """The MPI rank of each slot (noise traces are assigned by rank)."""
@@ -121,7 +121,6 @@ class Collective:
 class DisseminationBarrier(Collective):
     """ceil(log2 P) rounds; in round k process i signals i + 2^k and waits for i - 2^k."""
 
-    name = "barrier"
     message_bytes = 1
 
     def run(self, machine: Machine) -> None:
@@ -137,8 +136,6 @@ class RecursiveDoublingAllreduce(Collective):
     """log2 P rounds of pairwise exchange with partner i XOR 2^k. For P not a power of
     two, the first 2r ranks (r = P - 2^floor(log2 P)) pair up before and after: even
     ranks hand their data to the next odd rank and get the result back from it."""
-
-    name = "allreduce"
 
     def __init__(self, message_bytes: int = 8):
         self.message_bytes = message_bytes

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...diagnostics import Code, Diagnostic
 from ...errors import UsageError
-from ...units import format_duration, format_rate, parse_noise_spec
+from ...units import format_duration, parse_noise_spec
 
 SECOND = 1_000_000_000
 # A synthetic trace repeats after the least common multiple of its periods
@@ -37,10 +37,6 @@ class PeriodicSource:
 
     rate_hz: float
     length_ns: int
-
-    @property
-    def label(self) -> str:
-        return f"{format_rate(self.rate_hz)}:{format_duration(self.length_ns)}".replace(" ", "")
 
     def to_dict(self) -> dict:
         return {"rate_hz": self.rate_hz, "length_ns": self.length_ns}
