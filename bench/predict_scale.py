@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from noisescope.analysis.predict import load_noise
-from noisescope.analysis.predict.model import PredictOptions, analytic_runtime, simulate
-from noisescope.analysis.predict.orderstats import DELAY_SAMPLES, spread_offsets, window_delays
+from noisescope.analysis.predict.model import PredictOptions, analytic_runtime, delay_samples, simulate
 from noisescope.units import format_count, format_duration, parse_count
 
 TIME_GOAL_S = 10.0
@@ -77,10 +76,7 @@ def main() -> int:
     rss = peak_rss_mib()
 
     began = time.perf_counter()
-    offsets = spread_offsets(max(t.span_ns for t in traces), DELAY_SAMPLES,
-                             np.random.default_rng([args.seed, 0]))
-    estimate = analytic_runtime(procs, options, noise_free,
-                                window_delays(traces, args.compute, offsets))
+    estimate = analytic_runtime(procs, options, noise_free, delay_samples(traces, options))
     analytic_s = time.perf_counter() - began
 
     print(f"{format_count(procs)} processes x {args.iterations} iterations of "

@@ -220,6 +220,15 @@ def simulate(procs: int, options: PredictOptions, traces: list[NoiseTrace],
     return int(machine.ready.max())
 
 
+def delay_samples(traces: list[NoiseTrace], options: PredictOptions) -> list[np.ndarray]:
+    """Per trace, the delays of one compute window (of the whole run without a
+    collective) at evenly spread offsets: what the estimate's order statistics use."""
+    window = options.compute_ns * (options.iterations if options.collective == "none" else 1)
+    offsets = spread_offsets(max(t.span_ns for t in traces), DELAY_SAMPLES,
+                             np.random.default_rng([options.seed, 0]))
+    return window_delays(traces, window, offsets, in_progress=not options.sync_noise)
+
+
 def analytic_runtime(procs: int, options: PredictOptions, noise_free_ns: int,
                      delays: list[np.ndarray]) -> float:
     """Order-statistics estimate: each step costs its noise-free time plus the expected
@@ -253,10 +262,7 @@ def predict(noise: str | list[NoiseTrace], procs, compute_ns: int = 1_000_000,
     traces = load_noise(noise, seed=seed) if isinstance(noise, str) else list(noise)
     if not traces:
         raise UsageError("no noise traces given", "give a bundle, a trace file or a noise spec")
-    window = options.compute_ns * (options.iterations if options.collective == "none" else 1)
-    offsets = spread_offsets(max(t.span_ns for t in traces), DELAY_SAMPLES,
-                             np.random.default_rng([seed, 0]))
-    delays = window_delays(traces, window, offsets, in_progress=not options.sync_noise)
+    delays = delay_samples(traces, options)
     points: list[ScalePoint] = []
     began = time.perf_counter()
     complete = True

@@ -9,11 +9,11 @@ Waiting is never charged.
 
 Speed comes from two observations:
 
-* Detours are rare next to the windows, so each process keeps a cache: the
-  simulated time its next detour starts (`next_start`) and the time the detour
-  it is in (or last saw) ends (`detour_end`). A window needs the exact lookup
-  only if it starts inside a detour or reaches past `next_start`; for all other
-  processes it costs two comparisons.
+* Detours are rare next to the windows, so each process keeps one number: when
+  the first detour at or after the end of its last busy window starts
+  (`next_start`). A window that ends before it has no noise, which costs one
+  comparison; only the other processes (a detour starts inside, or the process
+  waited across one) need the exact lookup, in cache-sized batches.
 * The exact lookup finds "the last detour starting at or before x" through a
   bucket table over one global time axis that holds every trace, which is an
   order of magnitude faster than a binary search for unsorted queries.
