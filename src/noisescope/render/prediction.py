@@ -26,12 +26,13 @@ def model_lines(options: PredictOptions, traces: int) -> list[str]:
     if options.collective != "none":
         size = f" of {options.message_bytes} B" if options.collective == "allreduce" else ""
         step += f" + {COLLECTIVE_NAMES[options.collective]}{size}"
-    offsets = ("co-scheduled noise (one offset for all processes)" if options.sync_noise
-               else "independent noise (each process from its own random offset)")
-    spread = f"{options.seeds} seed{'s' if options.seeds > 1 else ''} from {options.seed}"
-    lines = [f"model: {options.iterations} iterations of {step}",
-             f"LogGP: L={format_duration(p.latency_ns)}, o={format_duration(p.overhead_ns)}, "
-             f"g={format_duration(p.gap_ns)}, G={p.gap_per_byte_ns} ns/B; {offsets}; {spread}"]
+    offsets = ("co-scheduled (one offset into the trace for all processes)" if options.sync_noise
+               else "independent (each process from its own random offset into the trace)")
+    seeds = f"{options.seeds} seed{'s' if options.seeds > 1 else ''} from {options.seed}"
+    lines = [f"model: {options.iterations} iterations of {step}; LogGP "
+             f"L={format_duration(p.latency_ns)}, o={format_duration(p.overhead_ns)}, "
+             f"g={format_duration(p.gap_ns)}, G={p.gap_per_byte_ns} ns/B",
+             f"noise: {offsets}; {seeds}"]
     if traces > 1:
         lines.append(f"{traces} noise traces, assigned to ranks round-robin (rank r replays "
                      f"trace r mod {traces})")
