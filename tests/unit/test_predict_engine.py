@@ -155,6 +155,21 @@ def test_replay_matches_the_reference_in_small_chunks_and_with_binary_search(mon
     np.testing.assert_array_equal(fast, reference)
 
 
+def test_traces_are_assigned_to_ranks_round_robin():
+    # Six ranks, two traces: odd ranks replay the noisy one. The allreduce orders its
+    # slots (ranks 1, 3, 4, 5 do the recursive doubling; 0 and 2 pair up with 1 and 3).
+    collective = make_collective("allreduce", 8)
+    ranks = collective.slot_ranks(6)
+    assert ranks.tolist() == [1, 3, 4, 5, 0, 2]
+    quiet = NoiseTrace("quiet", [], [], 1000, "file")
+    always = NoiseTrace("always", [0], [999], 1000, "file")  # busy 99.9% of the time
+    noise = NoiseReplay([quiet, always], ranks % 2, np.random.default_rng(1))
+    machine = Machine(6, LogGP(), noise)
+    machine.compute(10_000)
+    noisy_slots = machine.ready > 10_000
+    assert (ranks[noisy_slots] % 2 == 1).all() and noisy_slots.sum() == 3
+
+
 def test_detours_at_the_window_edges():
     # Detours at 1000 (500 long) and 3000 (200 long); the process starts at offset 0.
     trace = NoiseTrace("edges", [1000, 3000], [500, 200], 10_000, "file")
