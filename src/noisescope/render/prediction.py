@@ -14,8 +14,10 @@ COLLECTIVE_NAMES = {"allreduce": "allreduce (recursive doubling)",
                     "barrier": "barrier (dissemination)", "none": "no collective"}
 
 
-def slowdown(value: float) -> str:
+def slowdown(value: float | None) -> str:
     """0.0123 -> '1.23%', 64.8 -> '6,477%'."""
+    if value is None:
+        return "-"
     percent = 100.0 * value
     return f"{percent:,.0f}%" if abs(percent) >= 100 else f"{percent:.3g}%"
 
@@ -29,8 +31,8 @@ def model_lines(options: PredictOptions, traces: int) -> list[str]:
     offsets = ("co-scheduled (one offset into the trace for all processes)" if options.sync_noise
                else "independent (each process from its own random offset into the trace)")
     seeds = f"{options.seeds} seed{'s' if options.seeds > 1 else ''} from {options.seed}"
-    lines = [f"model: {options.iterations} iterations of {step}; LogGP "
-             f"L={format_duration(p.latency_ns)}, o={format_duration(p.overhead_ns)}, "
+    lines = [f"model: {options.iterations} iterations of {step}",
+             f"LogGP: L={format_duration(p.latency_ns)}, o={format_duration(p.overhead_ns)}, "
              f"g={format_duration(p.gap_ns)}, G={p.gap_per_byte_ns} ns/B",
              f"noise: {offsets}; {seeds}"]
     if traces > 1:
@@ -63,6 +65,8 @@ def prediction_table(points: list[dict], seeds: int) -> RichTable:
                   format_duration(p["runtime_mean_ns"]), slowdown(p["slowdown_mean"]),
                   f"{slowdown(p['slowdown_min'])} - {slowdown(p['slowdown_max'])}",
                   format_duration(p["analytic_ns"]), slowdown(p["analytic_slowdown"]))
+    if points and points[0]["analytic_ns"] is None:
+        t.caption = "no estimate without a compute window: it covers only the compute phase"
     return t
 
 

@@ -94,7 +94,7 @@ class ScalePoint:
     procs: int
     noise_free_ns: int
     runtimes_ns: tuple[int, ...]  # one per seed
-    analytic_ns: float
+    analytic_ns: float | None  # None without a compute window to estimate from
 
     @property
     def slowdowns(self) -> np.ndarray:
@@ -102,8 +102,8 @@ class ScalePoint:
         return np.array(self.runtimes_ns) / self.noise_free_ns - 1.0
 
     @property
-    def analytic_slowdown(self) -> float:
-        return self.analytic_ns / self.noise_free_ns - 1.0
+    def analytic_slowdown(self) -> float | None:
+        return None if self.analytic_ns is None else self.analytic_ns / self.noise_free_ns - 1.0
 
     def to_dict(self) -> dict:
         s = self.slowdowns
@@ -230,10 +230,13 @@ def delay_samples(traces: list[NoiseTrace], options: PredictOptions) -> list[np.
 
 
 def analytic_runtime(procs: int, options: PredictOptions, noise_free_ns: int,
-                     delays: list[np.ndarray]) -> float:
+                     delays: list[np.ndarray]) -> float | None:
     """Order-statistics estimate: each step costs its noise-free time plus the expected
     largest per-window delay among the processes (the whole run is one window when
-    there is no collective to synchronize them)."""
+    there is no collective to synchronize them). None without compute: the estimate
+    knows nothing about noise in the collective."""
+    if options.compute_ns == 0:
+        return None
     counts = processes_per_trace(procs, len(delays))
     if options.sync_noise:
         used = [d for d, n in zip(delays, counts, strict=True) if n]
@@ -262,7 +265,7 @@ def predict(noise: str | list[NoiseTrace], procs, compute_ns: int = 1_000_000,
     traces = load_noise(noise, seed=seed) if isinstance(noise, str) else list(noise)
     if not traces:
         raise UsageError("no noise traces given", "give a bundle, a trace file or a noise spec")
-    delays = delay_samples(traces, options)
+    delays = delay_samples(traces, options) if options.compute_ns else []
     points: list[ScalePoint] = []
     began = time.perf_counter()
     complete = True
