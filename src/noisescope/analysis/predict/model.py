@@ -226,7 +226,7 @@ def delay_samples(traces: list[NoiseTrace], options: PredictOptions) -> list[np.
     window = options.compute_ns * (options.iterations if options.collective == "none" else 1)
     offsets = spread_offsets(max(t.span_ns for t in traces), DELAY_SAMPLES,
                              np.random.default_rng([options.seed, 0]))
-    return window_delays(traces, window, offsets, in_progress=not options.sync_noise)
+    return window_delays(traces, window, offsets)
 
 
 def analytic_runtime(procs: int, options: PredictOptions, noise_free_ns: int,

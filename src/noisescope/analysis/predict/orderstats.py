@@ -2,20 +2,19 @@
 
 In a bulk-synchronous step every process computes for W and then waits for the
 slowest, so the step costs W plus the largest of P per-window delays. The
-delay D of one window of length W is read off the trace itself at evenly
-spread offsets (the empirical distribution of D, i.e. its measured
-quantiles); the expected maximum over P processes is then an order statistic,
+delay D of one window of length W -- the detours starting inside it, what a
+fixed-work-quantum sample of length W loses -- is read off the trace itself at
+evenly spread offsets (the empirical distribution of D, i.e. its measured
+quantiles); its mean is exactly the noise fraction times W. The expected
+maximum over P processes is then an order statistic,
 
     E[max] = integral over x of (1 - prod_j F_j(x)^P_j)
 
 where F_j is the distribution of D on trace j and P_j the processes replaying
-it. D includes the rest of a detour in progress when the window starts: all
-but the slowest process waited, and resume at a random point of their trace.
-With co-scheduled noise all processes draw the same D and resume together
-right after the detours that delayed them, so D counts only the detours that
-start inside the window (its mean is exactly the noise fraction times W).
-Noise in the collective and delays carried over between steps are left out:
-those are what the simulation adds.
+it; with co-scheduled noise all processes draw the same D. Noise in the
+collective, detours in progress when a process resumes after waiting, and
+delays carried over between steps are left out: those are what the simulation
+adds.
 """
 
 from __future__ import annotations
@@ -37,11 +36,10 @@ def spread_offsets(span_ns: int, samples: int, rng: np.random.Generator) -> np.n
     return ((np.arange(count) + rng.random(count)) * (span_ns / count)).astype(np.int64)
 
 
-def window_delays(traces: list[NoiseTrace], window_ns: int, offsets: np.ndarray, *,
-                  in_progress: bool = True) -> list[np.ndarray]:
-    """Noise charged to a busy window of `window_ns` starting at each offset, per trace
-    (offsets wrap around each trace's span); in_progress=False leaves out the rest of
-    a detour in progress at the start."""
+def window_delays(traces: list[NoiseTrace], window_ns: int, offsets: np.ndarray
+                  ) -> list[np.ndarray]:
+    """Per trace, the detours starting inside a window of `window_ns` at each offset
+    (offsets wrap around each trace's span)."""
     line = Timeline(traces)
     delays = []
     for index, trace in enumerate(traces):
@@ -50,7 +48,7 @@ def window_delays(traces: list[NoiseTrace], window_ns: int, offsets: np.ndarray,
             continue
         at = line.origin[index] + offsets % trace.span_ns
         noise, _, _ = line.window(at, window_ns, line.span[index], line.total[index],
-                                  in_progress=in_progress)
+                                  in_progress=False)
         delays.append(noise)
     return delays
 
