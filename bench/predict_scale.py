@@ -83,8 +83,11 @@ def main() -> int:
           f"compute {format_duration(args.compute)} + {args.collective}:")
     print(f"  simulation with noise: {noisy_s:6.2f} s  (goal <= {TIME_GOAL_S:.0f} s)   "
           f"slowdown {100 * (noisy / noise_free - 1):8.2f}%")
-    print(f"  analytic estimate:     {analytic_s:6.2f} s                 "
-          f"slowdown {100 * (estimate / noise_free - 1):8.2f}%")
+    if estimate is None:
+        print("  analytic estimate:     none without compute (it covers the compute phase)")
+    else:
+        print(f"  analytic estimate:     {analytic_s:6.2f} s                 "
+              f"slowdown {100 * (estimate / noise_free - 1):8.2f}%")
     print(f"  noise-free simulation: {free_s:6.2f} s  (run time {format_duration(noise_free)})")
     print(f"  peak RSS {rss:.0f} MiB (goal <= {MEMORY_GOAL_MIB} MiB; "
           f"{baseline_rss:.0f} MiB before simulating)")
