@@ -110,7 +110,7 @@ def test_without_privileges_the_scan_says_what_it_skipped(tmp_path):
                            "detour", "-q", "-o", str(out)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "--rt skipped" in done.stdout
+    assert "SCHED_FIFO priority 95 skipped" in done.stdout
     bundle = noisescope.load(out)
     assert bundle.parameters["priority"] == 0
     assert bundle.manifest["privileges"]["rt"].startswith("skipped")

@@ -94,10 +94,26 @@ def fwq_table(rows: list[dict]) -> RichTable:
     return t
 
 
+def timerlat_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="Timer latency (wakeup - deadline)", title_justify="left")
+    for name in ("CPU", "interval", "samples", "missed", "min", "avg", "max", "p50", "p99",
+                 "p99.9", "> hist"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        approx = "~" if s.get("percentiles_from") == "histogram" else ""
+        t.add_row(str(s["cpu"]), _ns(s["interval_ns"]), _num(s["samples"]), _num(s["missed"]),
+                  _ns(s["min_ns"]), _ns(s["avg_ns"]), _ns(s["max_ns"]),
+                  *(approx + _ns(s[k]) if s[k] is not None else "-"
+                    for k in ("p50_ns", "p99_ns", "p999_ns")),
+                  _num(s["histogram_overflow"]))
+    return t
+
+
 SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable]]] = {
     "detour": [detour_table, hourglass_table],
     "ftq": [ftq_table],
     "fwq": [fwq_table],
+    "timerlat": [timerlat_table],
 }
 
 
