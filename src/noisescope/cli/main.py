@@ -20,6 +20,7 @@ import click
 from .. import __version__
 from ..errors import UsageError
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from .importing import import_command
 from .inject import inject_command
 from .scan import scan_command
 from .show import show_command
@@ -37,6 +38,7 @@ cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
 cli.add_command(timerlat_command, "timerlat")
+cli.add_command(import_command, "import")
 
 
 def _terminate(signum, frame):
