@@ -79,3 +79,14 @@ def test_cpu_latency_request_holds_the_value_while_open(tmp_path):
         assert outcome == "not requested"
     with cpu_latency_request(5, str(tmp_path / "missing")) as outcome:
         assert outcome.startswith("skipped")
+
+
+def test_late_wakeups_are_detour_shaped_intervals_ending_at_the_wakeup():
+    from noisescope.analysis.timerlat import late_wakeups
+    from noisescope.tables import Table
+
+    series = Table({"cpu": np.array([0, 0, 1], np.int32), "wakeup_ns": np.array([100, 5000, 900]),
+                    "latency_ns": np.array([20, 3000, 150])})
+    late = late_wakeups(series, threshold_ns=150)
+    assert late.columns == ["cpu", "start_ns", "duration_ns"]
+    assert late["start_ns"].tolist() == [2000, 750] and late["duration_ns"].tolist() == [3000, 150]

@@ -20,7 +20,7 @@ from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
-from .base import ProbeContext, ProbeResult, busy_diagnostics, execute, thread_statistics
+from .base import ProbeContext, ProbeResult, execute, thread_statistics
 
 DEFAULT_INTERVAL_NS = 1_000_000  # cyclictest's default
 DEFAULT_HISTOGRAM_NS = 10_000_000  # 10,000 buckets of 1 us (80 kB per CPU)
@@ -86,7 +86,9 @@ def run(ctx: ProbeContext, *, interval_ns: int = DEFAULT_INTERVAL_NS,
             histogram_overflow=result["histogram_overflow"],
             latencies_ns=latency_ns if complete else None,
             stored=stored, overflow=result["overflow"]))
-    notes = busy_diagnostics("timerlat", summaries)
+    # No machine_busy check: a sleeper's run delay is its wakeup path, the
+    # latency being measured, not time other tasks took.
+    notes = []
     for s in summaries:
         if s["overflow"]:
             notes.append(Diagnostic(

@@ -43,8 +43,15 @@ def header_lines(bundle: Bundle) -> list[str]:
     p = m["parameters"]
     if "cpus" in p and "duration_ns" in p:
         mode = f"SCHED_FIFO {p['priority']}" if p.get("priority") else "SCHED_OTHER"
-        lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {format_duration(p['duration_ns'])} "
-                     f"per probe, {mode}" + ("" if m["complete"] else "  [INCOMPLETE]"))
+        span = f"{format_duration(p['duration_ns'])} per probe"
+        if m["kind"] == "timerlat":
+            span = f"every {format_duration(p['interval_ns'])} for " + (
+                f"{p['loops']:,} loops" if p.get("loops") else format_duration(p["duration_ns"]))
+        lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {span}, {mode}"
+                     + ("" if m["complete"] else "  [INCOMPLETE]"))
+        dma = (m.get("privileges") or {}).get("dma_latency", "not requested")
+        if dma != "not requested":
+            lines.append(f"/dev/cpu_dma_latency: {dma}")
     if host.get("hz_estimate", {}).get("hz"):
         lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
                      f"(CONFIG_HZ={host.get('config_hz') or '?'})")
