@@ -1,15 +1,18 @@
 """noisescope timerlat against the real cyclictest, side by side.
 
     python bench/timerlat_vs_cyclictest.py [--cpu N] [--interval-us 200] [--priority 90]
-                                           [--loops 20000] [--rounds 5] [--default-system]
+                                           [--loops 5000] [--rounds 20] [--default-system]
 
 Both run alternately on the same CPU with the same interval, priority and
 loop count; both lock memory, and both hold /dev/cpu_dma_latency at 0 as
 cyclictest does by default (--default-system: neither does). Latencies are
 compared the way cyclictest bins them (whole microseconds, truncated), with
 the same percentile method for both: the goal is a ratio (ours / cyclictest)
-of 0.8-1.25 for the median and the p99 over all rounds. Needs root and the
-Debian package rt-tests (installed here when missing).
+of 0.8-1.25 for the median and the p99. The verdict uses the median over
+rounds of each round's ratio (a round is one run of each tool, back to back):
+on a shared machine a burst of someone else's work lands in one tool's round
+and decides the pooled p99 of all rounds, which is printed too. Needs root
+and the Debian package rt-tests (installed here when missing).
 """
 
 from __future__ import annotations
@@ -82,8 +85,8 @@ def main() -> None:
     parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
     parser.add_argument("--interval-us", type=int, default=200)
     parser.add_argument("--priority", type=int, default=90)
-    parser.add_argument("--loops", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--loops", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--default-system", action="store_true",
                         help="leave /dev/cpu_dma_latency alone in both tools")
     args = parser.parse_args()
@@ -110,11 +113,12 @@ def main() -> None:
     ratio = [x / y for x, y in zip(a, b, strict=True)]
     print(f"all rounds: noisescope p50 {a[0]:.1f} us, p99 {a[1]:.1f} us; "
           f"cyclictest p50 {b[0]:.1f} us, p99 {b[1]:.1f} us")
-    print(f"ratio noisescope/cyclictest: median {ratio[0]:.3f}, p99 {ratio[1]:.3f} "
-          f"(goal {GOAL[0]}-{GOAL[1]}); per-round median of ratios: "
-          f"p50 {statistics.median(r[0] for r in ratios):.3f}, "
-          f"p99 {statistics.median(r[1] for r in ratios):.3f}")
-    sys.exit(0 if all(GOAL[0] <= x <= GOAL[1] for x in ratio) else 1)
+    paired = [statistics.median(r[i] for r in ratios) for i in range(len(QUANTILES))]
+    print(f"ratio noisescope/cyclictest of the pooled rounds: median {ratio[0]:.3f}, "
+          f"p99 {ratio[1]:.3f}")
+    print(f"ratio noisescope/cyclictest, median over rounds: median {paired[0]:.3f}, "
+          f"p99 {paired[1]:.3f} (goal {GOAL[0]}-{GOAL[1]})")
+    sys.exit(0 if all(GOAL[0] <= x <= GOAL[1] for x in paired) else 1)
 
 
 if __name__ == "__main__":
