@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -17,7 +15,7 @@ from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
 
 from ..conftest import FIXTURES
-from ..helpers import measure_quietly
+from ..helpers import assert_usage_error, interrupted_run, measure_quietly
 from ..unit.test_bundle import validate
 from .test_scan_cli import CLI, run
 
@@ -140,11 +138,7 @@ def test_without_privileges_timerlat_runs_at_normal_priority(tmp_path):
 
 def test_ctrl_c_keeps_the_latencies_measured(tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([*CLI, "timerlat", "-D", "30s", "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    proc = interrupted_run([*CLI, "timerlat", "-D", "30s", "-o", str(out), "-q"], 3)
     assert proc.returncode == 130
     bundle = noisescope.load(out)
     validate(bundle.manifest)
@@ -171,11 +165,7 @@ CYCLICTEST = FIXTURES / "imports" / "cyclictest"
     (["import", "oslat", str(CYCLICTEST / "hist.json")], "thread 0 has no 'duration'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
-    done = run(*args, cwd=tmp_path, timeout=60)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], done.stderr
-    assert os.listdir(tmp_path) == []
+    assert_usage_error(run(*args, cwd=tmp_path, timeout=60), words, tmp_path)
 
 
 def test_truncated_import_names_the_line_and_writes_nothing(tmp_path):
@@ -200,3 +190,10 @@ def test_import_then_show(tmp_path):
     bundle = noisescope.load(written)
     validate(bundle.manifest)
     assert [s["cpu"] for s in bundle.summaries["timerlat"]] == [0, 1]
+
+
+@pytest.mark.parametrize("command", ["timerlat", "import"])
+def test_help_ends_with_examples(command):
+    text = run(command, "--help").stdout
+    assert "EXAMPLES" in text
+    assert text.strip().splitlines()[-1].strip().startswith("noisescope")

@@ -7,9 +7,8 @@ from pathlib import Path
 import click
 
 from ..imports import TOOLS, import_file
-from ..render.terminal import print_bundle
 from ..units import parse_cpu_list
-from .common import stderr, stdout
+from .common import report
 
 EXAMPLES = """
 \b
@@ -36,7 +35,5 @@ def import_command(tool, file, label, cpus, output):
     cyclictest: the text output with -h (with or without -q), or --json.
     oslat: --json or its text summary. sysjitter: its summary output."""
     destination = output or f"noisescope-{tool}-{file.stem}"
-    bundle = import_file(tool, file, label=label, destination=destination,
-                         cpus=parse_cpu_list(cpus) if cpus else None)
-    print_bundle(bundle, stdout)
-    stderr.print(f"bundle: {bundle.path}")
+    return report(import_file(tool, file, label=label, destination=destination,
+                              cpus=parse_cpu_list(cpus) if cpus else None))

@@ -5,10 +5,9 @@ from __future__ import annotations
 import click
 
 from ..probes import DEFAULT_PROBES, PROBES, Injection
-from ..render.terminal import print_bundle
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
 from ..units import parse_cpu_list, parse_positive_duration
-from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
+from .common import Progress, report
 
 EXAMPLES = """
 \b
@@ -69,10 +68,7 @@ def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, p
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.duration_ns, enabled=not quiet)
-    bundle = scan(options, facts=facts, progress=progress, destination=destination)
-    print_bundle(bundle, stdout)
-    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
-    return 0 if bundle.complete else EXIT_INTERRUPTED
+    return report(scan(options, facts=facts, progress=progress, destination=destination))
 
 
 def _positive(value: int | None, name: str) -> int | None:

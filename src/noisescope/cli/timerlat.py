@@ -5,11 +5,10 @@ from __future__ import annotations
 import click
 
 from ..probes.timerlat import DEFAULT_HISTOGRAM_NS
-from ..render.terminal import print_bundle
 from ..scan import DEFAULT_RT_PRIORITY, default_output, live_host_facts
 from ..timerlat import TimerlatOptions, timerlat
 from ..units import parse_cpu_list, parse_positive_duration
-from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
+from .common import Progress, report
 
 EXAMPLES = """
 \b
@@ -62,7 +61,4 @@ def timerlat_command(cpus, interval, loops, duration, priority, histogram_us, se
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.measured_ns, enabled=not quiet)
-    bundle = timerlat(options, facts=facts, progress=progress, destination=destination)
-    print_bundle(bundle, stdout)
-    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
-    return 0 if bundle.complete else EXIT_INTERRUPTED
+    return report(timerlat(options, facts=facts, progress=progress, destination=destination))

@@ -16,11 +16,10 @@ import math
 import numpy as np
 
 from ..analysis.summary import timerlat_summary
-from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
-from .base import ProbeContext, ProbeResult, execute, thread_statistics
+from .base import ProbeContext, ProbeResult, execute, overflow_diagnostics, thread_statistics
 
 DEFAULT_INTERVAL_NS = 1_000_000  # cyclictest's default
 DEFAULT_HISTOGRAM_NS = 10_000_000  # 10,000 buckets of 1 us (80 kB per CPU)
@@ -88,13 +87,7 @@ def run(ctx: ProbeContext, *, interval_ns: int = DEFAULT_INTERVAL_NS,
             stored=stored, overflow=result["overflow"]))
     # No machine_busy check: a sleeper's run delay is its wakeup path, the
     # latency being measured, not time other tasks took.
-    notes = []
-    for s in summaries:
-        if s["overflow"]:
-            notes.append(Diagnostic(
-                Code.BUFFER_OVERFLOW,
-                f"timerlat: CPU {s['cpu']}: {s['overflow']} latencies beyond the series buffer "
-                f"were counted but not stored"))
+    notes = overflow_diagnostics(summaries, "timerlat latencies", capacity)
     tables = {"timerlat": Table.concat(series), "timerlat_histogram": Table.concat(histograms),
               "windows": done.windows, "injections": done.injections}
     return ProbeResult("timerlat", tables, summaries, done.interrupted, notes)
