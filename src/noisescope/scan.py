@@ -192,6 +192,10 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         period_ns=options.period_ns,
         rt_budget=rt_budget_ns(facts.rt_runtime_us, facts.rt_period_us) if spins else None)
     scan_plan.diagnostics.extend(notes)
+    if "timerlat" in options.probes and options.interval_ns > schedule.runtime_ns:
+        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
+                         f"than a measuring window ({format_duration(schedule.runtime_ns)})",
+                         "use a shorter --interval or a longer --runtime")
     clock = measurement_clock(facts.tsc_flags)
     if clock.frequency_source != "kernel":
         scan_plan.diagnostics.append(Diagnostic(

@@ -160,6 +160,7 @@ CYCLICTEST = FIXTURES / "imports" / "cyclictest"
     (["timerlat", "--histogram", "0"], "histogram limit 0 ns is out of range"),
     (["timerlat", "--cpus", "999"], "CPU 999 is offline"),
     (["scan", "--probes", "timerlat", "--interval", "1ns"], "is too short"),
+    (["scan", "--probes", "timerlat", "--interval", "2s"], "longer than a measuring window"),
     (["import", "cyclictest", "/nonexistent.txt"], "does not exist"),
     (["import", "nope", "x"], "'nope' is not one of 'cyclictest'"),
     (["import", "oslat", str(CYCLICTEST / "hist.json")], "thread 0 has no 'duration'"),

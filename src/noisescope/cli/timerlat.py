@@ -57,7 +57,6 @@ def timerlat_command(cpus, interval, loops, duration, priority, histogram_us, se
         dma_latency_us=dma_latency,
         label=label,
     )
-    options.check()
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.measured_ns, enabled=not quiet)
