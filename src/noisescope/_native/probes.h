@@ -62,8 +62,9 @@ struct ns_fwq {
 
 /* Timer latency (cyclictest): sleep to absolute CLOCK_MONOTONIC deadlines
  * `interval_ns` apart and record latency = wakeup - deadline. A wakeup at or
- * past the next deadline skips the deadlines it overslept and counts them as
- * missed (cyclictest skips them silently). Every sample goes into the
+ * past the next deadline skips the deadlines it overslept (in this window and,
+ * for back-to-back windows, the next) and counts them as missed (cyclictest
+ * skips them silently). Every sample goes into the
  * histogram of 1 us buckets (or the overflow count); the series, when given,
  * keeps each latency with the tick count of its wakeup. */
 struct ns_timerlat {
@@ -75,6 +76,7 @@ struct ns_timerlat {
     size_t stored;
     uint64_t samples, missed, overflow, histogram_overflow;
     uint64_t min_ns, max_ns, sum_ns;
+    uint64_t last_wakeup_mono; /* carried from one window to the next */
 };
 
 /* Injected noise: busy-wait `length` ticks every `period_ns`. In signal mode
