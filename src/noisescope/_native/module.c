@@ -223,6 +223,7 @@ static PyObject *injection_result(const struct ns_injection *inj)
         return NULL;
     SET_U64(r, "stored", inj->stored);
     SET_U64(r, "overflow", inj->overflow);
+    SET_U64(r, "coalesced", inj->coalesced);
     SET_ITEM(r, "tid", PyLong_FromLong(inj->tid));
     return error_fields(r, inj->error, inj->error_stage);
 }

@@ -89,6 +89,7 @@ struct ns_injection {
     struct ns_series start, end;
     volatile size_t stored;
     volatile uint64_t overflow;
+    volatile uint64_t coalesced; /* signal mode: timer expirations merged by the kernel */
     /* thread mode results */
     int error;
     const char *error_stage;

@@ -80,6 +80,9 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
         if done.injections.rows and s["cpu"] in done.injections["cpu"]:
             found = match_injections(tables["detours"], done.injections, done.windows, s["cpu"])
             s["injections"] = found.summary()
+            delivered = next((r["injection"] for r in done.run.samplers
+                              if r["cpu"] == s["cpu"] and "injection" in r), None)
+            s["injections"]["coalesced"] = int(delivered["coalesced"]) if delivered else 0
     return ProbeResult("detour", tables, summaries, done.interrupted, notes)
 
 
