@@ -19,8 +19,11 @@ import click
 
 from .. import __version__
 from ..errors import UsageError
+from .bench import bench_command
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from .compare import compare_command
 from .inject import inject_command
+from .run import run_command
 from .scan import scan_command
 from .show import show_command
 
@@ -35,6 +38,9 @@ def cli():
 cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
+cli.add_command(bench_command, "bench")
+cli.add_command(run_command, "run")
+cli.add_command(compare_command, "compare")
 
 
 def _terminate(signum, frame):
