@@ -15,13 +15,16 @@ a regular expression.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import select
 import shutil
 import signal
+import struct
 import subprocess
 import tempfile
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +38,7 @@ BETTER = ("higher", "lower")
 STATUSES = ("ok", "failed", "timeout", "interrupted")
 OUTPUT_TAIL_BYTES = 8 << 20  # metrics are searched in the last 8 MiB of each stream
 KILL_GRACE_NS = 1_000_000_000
+LAUNCHER_EXIT_S = 5.0
 LAUNCHER = Path(__file__).parent / "libexec" / "noisescope-launch"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -118,6 +122,16 @@ class Workload:
     def environment(self) -> dict[str, str]:
         return {**os.environ, **dict(self.env)}
 
+    def executable(self, env: Mapping[str, str] | None = None) -> str | None:
+        """The program's absolute path (found in env's PATH), None if not runnable."""
+        program = self.command[0]
+        if "/" in program:
+            path = os.path.abspath(os.path.join(self.cwd or ".", program))
+            return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+        env = self.environment() if env is None else env
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+        return os.path.abspath(found) if found else None
+
     def check(self) -> None:
         """Fail before any run when the program cannot be started."""
         if not os.access(LAUNCHER, os.X_OK):
@@ -126,13 +140,11 @@ class Workload:
         if self.cwd is not None and not os.path.isdir(self.cwd):
             raise UsageError(f"workload {self.name!r}: directory {self.cwd} does not exist",
                              "fix its cwd")
-        program = self.command[0]
-        if "/" in program:
-            path = os.path.join(self.cwd or ".", program)
-            if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        if self.executable() is None:
+            program = self.command[0]
+            if "/" in program:
                 raise UsageError(f"command {program!r} does not exist or is not executable",
                                  "check the path (relative paths start at the workload's cwd)")
-        elif shutil.which(program, path=self.environment().get("PATH", os.defpath)) is None:
             raise UsageError(f"command {program!r} not found in PATH",
                              "check the spelling, install it, or give its full path")
 
@@ -178,13 +190,18 @@ def read_proc_stat(path: str = "/proc/stat") -> tuple[int, int]:
 
 
 class Runner:
-    """Runs workloads one at a time, reusing its two output files."""
+    """Runs workloads one at a time through a noisescope-launch per placement,
+    reusing its two output files. Close it (or use `with`) to end the launchers."""
 
     def __init__(self) -> None:
         self._stdout = tempfile.TemporaryFile(prefix="noisescope-stdout-")
         self._stderr = tempfile.TemporaryFile(prefix="noisescope-stderr-")
+        self._launchers: dict[ResolvedPlacement, _Launcher] = {}
 
     def close(self) -> None:
+        for launcher in self._launchers.values():
+            launcher.close()
+        self._launchers.clear()
         self._stdout.close()
         self._stderr.close()
 
@@ -194,48 +211,43 @@ class Runner:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _launcher(self, placement: ResolvedPlacement) -> _Launcher:
+        launcher = self._launchers.get(placement)
+        if launcher is None or not launcher.alive:
+            launcher = _Launcher(placement, self._stdout, self._stderr)
+            self._launchers[placement] = launcher
+        return launcher
+
     def run(self, workload: Workload, placement: ResolvedPlacement, timeout_ns: int,
             env: Mapping[str, str] | None = None) -> RunResult:
+        environment = dict(env) if env is not None else workload.environment()
+        path = workload.executable(environment)
+        launcher = self._launcher(placement)
         for output in (self._stdout, self._stderr):
             output.seek(0)
             output.truncate()
-        environment = dict(env) if env is not None else workload.environment()
-        report, report_to_us = os.pipe()
-
-        def start() -> int:
-            process = subprocess.Popen(
-                [str(LAUNCHER), str(report_to_us), *workload.command], cwd=workload.cwd,
-                env=environment, stdin=subprocess.DEVNULL, stdout=self._stdout,
-                stderr=self._stderr, pass_fds=(report_to_us,), start_new_session=True)
-            process.returncode = 0  # reaped below with wait4(); stops Popen from waiting
-            return process.pid
-
-        try:
-            ctxt_before, intr_before = read_proc_stat()
-            start_ticks = _native.ticks()
-            try:
-                pid = placement.spawn(start)
-            finally:
-                os.close(report_to_us)
-            ended, interrupted = _wait(pid, timeout_ns)
-            end_ticks = _native.ticks()
-            ctxt_after, intr_after = read_proc_stat()
-            usage = _read_report(report)
-        finally:
-            os.close(report)
+        ctxt_before, intr_before = read_proc_stat()
+        start_ticks = _native.ticks()
+        if path is None:
+            report, ended, interrupted = LaunchReport(True, errno.ENOENT), "exit", False
+        else:
+            report, ended, interrupted = launcher.run(path, workload.command, environment,
+                                                      workload.cwd, timeout_ns)
+        end_ticks = _native.ticks()
+        ctxt_after, intr_after = read_proc_stat()
 
         stdout, stderr = self._tail(self._stdout), self._tail(self._stderr)
-        code = os.waitstatus_to_exitcode(usage.status)
+        code = os.waitstatus_to_exitcode(report.status)
         outcome, reason = "ok", ""
         if interrupted:
             outcome, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM)"
         elif ended == "timeout":
             outcome, reason = "timeout", f"timed out after {timeout_ns / 1e9:g} s"
-        elif usage.spawn_errno:
+        elif report.spawn_errno:
             outcome = "failed"
-            reason = f"cannot run {workload.command[0]}: {os.strerror(usage.spawn_errno)}"
-        elif not usage.reported:
-            outcome, reason = "failed", "the launcher ended without a report"
+            reason = f"cannot run {workload.command[0]}: {os.strerror(report.spawn_errno)}"
+        elif not report.reported:
+            outcome, reason = "failed", "noisescope-launch ended without a report"
         elif code < 0:
             outcome, reason = "failed", f"killed by {signal.Signals(-code).name}"
         elif code > 0:
@@ -243,11 +255,11 @@ class Runner:
             reason = f"exit status {code}" + _last_line(stderr or stdout)
         return RunResult(
             status=outcome, reason=reason, exit_code=code if code >= 0 else -1,
-            signal=-code if code < 0 else 0, wall_ns=usage.wall_ns, user_ns=usage.user_us * 1000,
-            sys_ns=usage.sys_us * 1000, maxrss_kib=usage.maxrss_kib,
-            voluntary_switches=usage.voluntary_switches,
-            involuntary_switches=usage.involuntary_switches, minor_faults=usage.minor_faults,
-            major_faults=usage.major_faults, system_context_switches=ctxt_after - ctxt_before,
+            signal=-code if code < 0 else 0, wall_ns=report.wall_ns,
+            user_ns=report.user_us * 1000, sys_ns=report.sys_us * 1000,
+            maxrss_kib=report.maxrss_kib, voluntary_switches=report.voluntary_switches,
+            involuntary_switches=report.involuntary_switches, minor_faults=report.minor_faults,
+            major_faults=report.major_faults, system_context_switches=ctxt_after - ctxt_before,
             system_interrupts=intr_after - intr_before, start_ticks=start_ticks,
             end_ticks=end_ticks,
             metrics={m.name: m.extract(stdout, stderr) for m in workload.metrics})
@@ -259,14 +271,9 @@ class Runner:
         return output.read().decode(errors="replace")
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return f": {lines[-1][:200]}" if lines else ""
-
-
 @dataclass(frozen=True)
 class LaunchReport:
-    """What noisescope-launch wrote about the workload (all zero when it wrote nothing)."""
+    """What noisescope-launch wrote about one run (all zero when it wrote nothing)."""
 
     reported: bool = False
     spawn_errno: int = 0
@@ -281,54 +288,120 @@ class LaunchReport:
     major_faults: int = 0
 
 
-def _read_report(fd: int) -> LaunchReport:
-    os.set_blocking(fd, False)  # the launcher has exited: all it wrote is in the pipe
-    try:
-        fields = os.read(fd, 512).split()
-    except BlockingIOError:
-        fields = []
-    if len(fields) != 10:
-        return LaunchReport()
-    return LaunchReport(True, *(int(f) for f in fields))
+class _Launcher:
+    """One noisescope-launch process, started with a placement its workloads inherit."""
 
+    def __init__(self, placement: ResolvedPlacement, stdout, stderr):
+        request_end, self._requests = os.pipe()
+        self._results, result_end = os.pipe()
+        self._pending = b""
 
-def _wait(pid: int, timeout_ns: int) -> tuple[str, bool]:
-    """wait4() the launcher, ending its process group on timeout or Ctrl-C.
-    Returns ('exit' or 'timeout', interrupted)."""
-    pidfd = os.pidfd_open(pid)
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    ended, interrupted = "exit", False
-    try:
+        def start() -> int:
+            process = subprocess.Popen(
+                [str(LAUNCHER), str(request_end), str(result_end)], stdin=subprocess.DEVNULL,
+                stdout=stdout, stderr=stderr, pass_fds=(request_end, result_end),
+                start_new_session=True)
+            process.returncode = 0  # reaped in close() with waitpid(); stops Popen waiting
+            return process.pid
+
         try:
-            if not poller.poll(max(1, -(-timeout_ns // 1_000_000))):
-                ended = "timeout"
-                _end_group(pid, poller)
+            self.pid = placement.spawn(start)
+        finally:
+            os.close(request_end)
+            os.close(result_end)
+        self.alive = True
+
+    def run(self, path: str, argv: list[str], env: Mapping[str, str], cwd: str | None,
+            timeout_ns: int) -> tuple[LaunchReport, str, bool]:
+        """One run; returns (report, 'exit' or 'timeout', interrupted)."""
+        fields = [path, str(len(argv)), *argv, str(len(env)),
+                  *(f"{k}={v}" for k, v in env.items()), cwd or ""]
+        payload = b"".join(os.fsencode(f) + b"\0" for f in fields)
+        try:
+            os.write(self._requests, struct.pack("=I", len(payload)) + payload)
+        except BrokenPipeError:
+            self.alive = False
+            return LaunchReport(), "exit", False
+        interrupted = False
+        try:
+            first = self._line(None)
         except KeyboardInterrupt:
             interrupted = True
-            _end_group(pid, poller)
+            first = self._uninterrupted_line()
+        if not first.startswith("P "):
+            return self._report(first), "exit", interrupted
+        group = int(first.split()[1])
+        ended = "exit"
+        try:
+            line = None if interrupted else self._line(timeout_ns)
+            if line is None:
+                ended = "exit" if interrupted else "timeout"
+                line = self._end(group)
+        except KeyboardInterrupt:
+            interrupted = True
+            line = self._end(group)
+        if ended == "timeout" or interrupted:
+            _signal_group(group, signal.SIGKILL)  # what is left of the group
+        return self._report(line), ended, interrupted
+
+    def _line(self, timeout_ns: int | None) -> str | None:
+        """The next line from the launcher ('' at its end; None on timeout)."""
+        deadline = None if timeout_ns is None else time.monotonic_ns() + timeout_ns
+        while b"\n" not in self._pending:
+            if deadline is not None:
+                left = deadline - time.monotonic_ns()
+                ready, _, _ = select.select([self._results], [], [], max(0, left) / 1e9)
+                if not ready:
+                    return None
+            chunk = os.read(self._results, 4096)
+            if not chunk:
+                self.alive = False
+                return ""
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode()
+
+    def _end(self, group: int) -> str:
+        """End a run's process group: SIGTERM, then SIGKILL after a grace period."""
+        _signal_group(group, signal.SIGTERM)
+        try:
+            line = self._line(KILL_GRACE_NS)
+        except KeyboardInterrupt:
+            line = None
+        if line is None:
+            _signal_group(group, signal.SIGKILL)
+            line = self._uninterrupted_line()
+        return line
+
+    def _uninterrupted_line(self) -> str:
         while True:
             try:
-                os.wait4(pid, 0)
-                break
+                return self._line(None)
             except KeyboardInterrupt:
-                interrupted = True
-                _signal_group(pid, signal.SIGKILL)
-        if ended == "timeout" or interrupted:
-            _signal_group(pid, signal.SIGKILL)  # what is left of the group
-    finally:
-        os.close(pidfd)
-    return ended, interrupted
+                continue
+
+    @staticmethod
+    def _report(line: str) -> LaunchReport:
+        fields = line.split()
+        if len(fields) != 11 or fields[0] != "R":
+            return LaunchReport()
+        return LaunchReport(True, *(int(f) for f in fields[1:]))
+
+    def close(self) -> None:
+        os.close(self._requests)  # the launcher exits at the end of its requests
+        os.close(self._results)
+        pidfd = os.pidfd_open(self.pid)
+        try:
+            if not select.select([pidfd], [], [], LAUNCHER_EXIT_S)[0]:
+                os.kill(self.pid, signal.SIGKILL)
+        finally:
+            os.close(pidfd)
+        os.waitpid(self.pid, 0)
 
 
-def _end_group(pid: int, poller: select.poll) -> None:
-    _signal_group(pid, signal.SIGTERM)
-    try:
-        if poller.poll(KILL_GRACE_NS // 1_000_000):
-            return
-    except KeyboardInterrupt:
-        pass
-    _signal_group(pid, signal.SIGKILL)
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f": {lines[-1][:200]}" if lines else ""
 
 
 def _signal_group(pid: int, signum: int) -> None:

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from noisescope.analysis.compare import bootstrap_means, compare
+from noisescope.analysis.compare import EXACT_RESAMPLING_MAX, bootstrap_means, compare
 from noisescope.bundle import SCHEMA_VERSION, Bundle
 from noisescope.errors import UsageError
 from noisescope.render.compare import markdown, to_csv, to_json
@@ -100,6 +100,16 @@ def test_bootstrap_means_have_the_unbiased_spread():
     means = bootstrap_means(values, 20000, rng)
     assert means.mean() == pytest.approx(values.mean(), rel=1e-3)
     assert means.std() == pytest.approx(values.std(ddof=1) / np.sqrt(8), rel=0.05)
+
+
+def test_resampling_and_its_normal_limit_agree_where_they_switch():
+    rng = np.random.default_rng(9)
+    values = rng.lognormal(0.0, 0.5, EXACT_RESAMPLING_MAX)  # skewed, like run times
+    resampled = bootstrap_means(values, 40000, rng)
+    limit = bootstrap_means(np.append(values, values.mean()), 40000, rng)  # one run more
+    half_width = np.subtract(*np.percentile(resampled, [97.5, 2.5])) / 2
+    for q in (2.5, 50, 97.5):
+        assert abs(np.percentile(resampled, q) - np.percentile(limit, q)) < 0.1 * half_width
 
 
 def test_benjamini_hochberg_over_all_comparisons_and_not_significant_stated():
