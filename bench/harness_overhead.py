@@ -59,7 +59,7 @@ def main() -> None:
     methods = {"bare": bare, "runner": with_runner(unplaced), "placed": with_runner(placed),
                "bench": lambda n: run_steps(experiment, prepared, clock)}
     per_run: dict[str, list[float]] = {name: [] for name in methods}
-    for name, method in methods.items():  # warm-up: page cache, imports
+    for method in methods.values():  # warm-up: page cache, imports
         method(3)
     for _ in range(args.rounds):
         for name, method in methods.items():

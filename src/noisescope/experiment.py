@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -442,29 +442,33 @@ def run_experiment(experiment: Experiment, directory: str | os.PathLike[str], *,
                    argv: list[str] | None = None) -> ExperimentOutcome:
     """Probes before, the workloads, probes after; one bundle each in `directory`
     (probes-before/, runs/, probes-after/). Ctrl-C keeps what was done."""
-    from .scan import ScanOptions, live_host_facts, scan
+    from .scan import ScanOptions, live_host_facts, plan, scan
 
     out = Path(directory)
     check_destination(out)
     facts = facts or live_host_facts()
     prepare(experiment, facts)  # fail before the probes when a run would fail
+    scans = {when: ScanOptions(cpus=experiment.probes.cpus, probes=names, label=label,
+                               duration_ns=experiment.probes.duration_ns)
+             for when, names in (("before", experiment.probes.before),
+                                 ("after", experiment.probes.after)) if names}
+    for options in scans.values():
+        plan(options, facts)
     out.mkdir(exist_ok=True)
     outcome = ExperimentOutcome(out, None, {})
 
-    def probe(when: str, names: tuple[str, ...]) -> bool:
-        options = ScanOptions(cpus=experiment.probes.cpus, duration_ns=experiment.probes.duration_ns,
-                              probes=names, label=label)
-        bundle = scan(options, argv=argv, facts=facts, progress=probe_progress,
+    def probe(when: str) -> bool:
+        bundle = scan(scans[when], argv=argv, facts=facts, progress=probe_progress,
                       destination=out / f"probes-{when}")
         outcome.probes[when] = bundle
         return bundle.complete
 
-    if experiment.probes.before and not probe("before", experiment.probes.before):
+    if "before" in scans and not probe("before"):
         return outcome
     outcome.runs = measure(experiment, label=label, facts=facts, destination=out / "runs",
                            progress=progress, argv=argv)
-    if outcome.runs.complete and experiment.probes.after:
-        probe("after", experiment.probes.after)
+    if outcome.runs.complete and "after" in scans:
+        probe("after")
     return outcome
 
 
@@ -678,7 +682,17 @@ def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
     return Configuration(entry["name"], placement, injections, tuple(env.items()))
 
 
-def with_runs(experiment: Experiment, runs: int | None, warmup: int | None) -> Experiment:
-    """The experiment with its repetitions overridden (from the command line)."""
-    changes = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
+def override(experiment: Experiment, *, runs: int | None = None, warmup: int | None = None,
+             configurations: Iterable[str] | None = None) -> Experiment:
+    """The experiment with repetitions or the configurations to run replaced
+    (from the command line)."""
+    changes: dict = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
+    if configurations is not None:
+        by_name = {c.name: c for c in experiment.configurations}
+        wanted = [name.strip() for name in configurations if name.strip()]
+        unknown = [name for name in wanted if name not in by_name]
+        if unknown or not wanted:
+            raise UsageError(f"no configuration {', '.join(unknown) or '(none given)'} in the "
+                             f"experiment", f"choose from: {', '.join(by_name) or '(unnamed)'}")
+        changes["configurations"] = tuple(by_name[name] for name in wanted)
     return replace(experiment, **changes) if changes else experiment

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from noisescope.experiment import load_experiment, plan_steps, with_runs
 from noisescope.errors import UsageError
+from noisescope.experiment import load_experiment, override, plan_steps
 
 GOOD = """
 [experiment]
@@ -68,7 +68,7 @@ def test_a_complete_file(tmp_path):
 
 
 def test_interleaved_order_runs_every_configuration_each_round(tmp_path):
-    experiment = with_runs(load_experiment(write(tmp_path, GOOD)), 2, 1)
+    experiment = override(load_experiment(write(tmp_path, GOOD)), runs=2, warmup=1)
     steps = plan_steps(experiment)
     assert len(steps) == 2 * 2 * (2 + 1)
     warm = [s for s in steps if s.warmup]
@@ -123,3 +123,12 @@ def test_an_experiment_needs_a_workload(tmp_path):
 def test_a_missing_file(tmp_path):
     with pytest.raises(UsageError, match="cannot read experiment file"):
         load_experiment(tmp_path / "nope.toml")
+
+
+def test_a_subset_of_configurations(tmp_path):
+    experiment = load_experiment(write(tmp_path, GOOD))
+    only = override(experiment, configurations=["noisy"])
+    assert [c.name for c in only.configurations] == ["noisy"]
+    with pytest.raises(UsageError, match="no configuration nope in the experiment; choose from: "
+                                         "packed, noisy"):
+        override(experiment, configurations=["nope"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..experiment import load_experiment, run_experiment, with_runs
+from ..experiment import load_experiment, override, run_experiment
 from ..render.terminal import print_bundle
 from ..scan import live_host_facts
 from .common import EXIT_INTERRUPTED, Progress, RunProgress, stderr, stdout
@@ -18,6 +18,7 @@ EXAMPLES
   noisescope run suite.toml --label vanilla-vm
   noisescope run suite.toml --label direct-irq -o results/direct-irq
   noisescope run suite.toml --label try --runs 2 --warmup 0     # a quick check of the file
+  noisescope run smt.toml --label nosmt --configurations baseline,pinned
   noisescope compare results/*/ --format markdown
 """
 
@@ -28,11 +29,13 @@ EXAMPLES
 @click.option("-o", "--output", help="directory for the bundles (must not exist)")
 @click.option("--runs", type=int, help="override the file's runs")
 @click.option("--warmup", type=int, help="override the file's warm-up runs")
+@click.option("--configurations", help="run only these configurations (comma-separated names)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def run_command(experiment_file, label, output, runs, warmup, quiet):
+def run_command(experiment_file, label, output, runs, warmup, configurations, quiet):
     """Run an experiment file: probes before, every workload in every configuration
     (repeated, interleaved), probes after. Writes one directory of bundles."""
-    experiment = with_runs(load_experiment(experiment_file), runs, warmup)
+    experiment = override(load_experiment(experiment_file), runs=runs, warmup=warmup,
+                          configurations=configurations.split(",") if configurations else None)
     facts = live_host_facts()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     name = experiment.name or Path(experiment_file).stem
