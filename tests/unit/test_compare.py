@@ -191,6 +191,9 @@ def test_bench_and_scan_bundles_compare_together():
 def test_metric_selection_errors_name_what_exists():
     with pytest.raises(UsageError, match="no bundle has metric wal_ns; choose from:.*wall_ns"):
         compare([bench_bundle("a", [1, 2, 3])], metrics=["wal_ns"])
+    by_title = compare([bench_bundle("a", [1, 2, 3], metrics={"tps": [5, 6, 7]})],
+                       metrics=["wall", "tps"])
+    assert {m.name for m in by_title.metrics()} == {"wall_ns", "metric_tps"}
     everything = compare([bench_bundle("a", [1, 2, 3])], metrics=["all"])
     assert "system_context_switches_per_s" in {m.name for m in everything.metrics()}
 

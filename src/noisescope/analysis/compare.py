@@ -205,10 +205,12 @@ class MetricSelection:
         given = {n.strip() for n in names or () if n.strip()}
         self.everything = "all" in given
         self.names = given - {"all"} if given and not self.everything else None
-        self.seen: set[str] = set()
+        self.seen: set[str] = set()  # names of the metrics the bundles have
+        self.titles: set[str] = set()  # and the titles of run metrics (wall, tps)
 
     def wants_run_metric(self, metric: MetricInfo) -> bool:
         self.seen.add(metric.name)
+        self.titles.add(metric.title)
         if self.everything:
             return True
         if self.names is None:
@@ -226,8 +228,7 @@ class MetricSelection:
 
     def check_known(self) -> None:
         """Names the user gave that no bundle has."""
-        unknown = sorted(n for n in self.names or () if n not in self.seen
-                         and f"metric_{n}" not in self.seen)
+        unknown = sorted(n for n in self.names or () if n not in self.seen | self.titles)
         if unknown:
             raise UsageError(f"no bundle has metric {', '.join(unknown)}",
                              f"choose from: {', '.join(sorted(self.seen))}")
@@ -412,8 +413,8 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
     for workload, config in small:
         n = min(len(v) for (w, _, c), v in groups.items() if (w, c) == (workload, config))
         notes.append(Diagnostic(Code.TOO_FEW_RUNS, f"{workload} [{config}]: only {n} run"
-                                f"{'s' if n != 1 else ''}; differences this small a sample "
-                                f"shows are rarely significant"))
+                                f"{'s' if n != 1 else ''}; with so few, even a real difference "
+                                f"can rarely be shown significant"))
 
     tail = 100 * (1 - confidence) / 2
     boots: dict[tuple[str, str, str], np.ndarray] = {}

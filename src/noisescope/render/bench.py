@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table as RichTable
 
 from ..units import format_cpu_list, format_duration, format_rate
+from .compare import format_value
 
 
 def workloads_table(rows: list[dict]) -> RichTable:
@@ -13,19 +14,17 @@ def workloads_table(rows: list[dict]) -> RichTable:
                                  if k.startswith("metric_") and k.endswith("_median")))
     with_configuration = any(r["configuration"] for r in rows)
     names = ["workload"] + (["configuration"] if with_configuration else [])
-    names += ["runs", "ok", "wall", "user", "sys", "max RSS", "ctx sw/s (system)"]
+    names += ["runs", "ok", "wall", "user", "sys", "max RSS", "system ctx sw/s"]
     names += [m[len("metric_"):-len("_median")] for m in metrics]
     for name in names:
         table.add_column(name, justify="left" if name in ("workload", "configuration") else "right")
     for r in rows:
-        rss = r["maxrss_kib_median"]
-        ctxt = r["system_context_switches_per_s_median"]
         cells = [r["workload"]] + ([r["configuration"]] if with_configuration else [])
         cells += [str(r["runs"]), str(r["ok"]), format_duration(r["wall_ns_median"]),
                   format_duration(r["user_ns_median"]), format_duration(r["sys_ns_median"]),
-                  "-" if rss is None else f"{rss / 1024:.1f} MiB",
-                  "-" if ctxt is None else f"{ctxt:,.0f}"]
-        cells += ["-" if r.get(m) is None else f"{r[m]:.4g}" for m in metrics]
+                  format_value(r["maxrss_kib_median"], "KiB"),
+                  format_value(r["system_context_switches_per_s_median"], "/s")]
+        cells += [format_value(r.get(m), "") for m in metrics]
         table.add_row(*cells)
     return table
 

@@ -35,7 +35,7 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value:.3f}%"
     if unit == "count":
         return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
-    return f"{value:.4g}"
+    return f"{value:,.0f}" if abs(value) >= 1_000 else f"{value:.4g}"
 
 
 def _signed(value: float) -> str:
