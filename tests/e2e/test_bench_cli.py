@@ -5,19 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 import noisescope
 
 from ..unit.test_bundle import validate
-from .test_scan_cli import CLI, run
+from .test_scan_cli import assert_usage_error, interrupt, run
 
 # A fixed amount of CPU work (about 0.15 s here).
 CPU_BOUND = "s = 0\nfor i in range(1_500_000): s += i\nprint('done', s)"
@@ -133,12 +129,7 @@ def test_failed_runs_are_kept_and_left_out(tmp_path):
     (["compare", "."], "is not a noisescope bundle and holds none"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_run(args, words, tmp_path):
-    done = run(*args, cwd=tmp_path, timeout=60)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], done.stderr
-    assert "Traceback" not in done.stderr
-    assert os.listdir(tmp_path) == []  # nothing half-written, nothing run
+    assert_usage_error(args, words, tmp_path)  # nothing written: no run started
 
 
 def test_core_scheduling_where_the_kernel_lacks_it(tmp_path):
@@ -161,21 +152,11 @@ def test_an_experiment_file_mistake_names_file_line_and_key(tmp_path):
 
 def test_ctrl_c_keeps_every_completed_run(tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([*CLI, "bench", "--runs", "40", "--warmup", "0", "-o", str(out), "-q",
-                             "--", "sleep", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    time.sleep(2.5)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
-    bundle = noisescope.load(out)
-    validate(bundle.manifest)
-    assert not bundle.complete
+    bundle = interrupt("bench", "--runs", "40", "--warmup", "0", "-o", str(out), "-q", "--",
+                       "sleep", "0.2", after_s=2.5, out=out)
     statuses = bundle.runs.status.tolist()
     assert 3 <= statuses.count("ok") < 40
     assert set(statuses) <= {"ok", "interrupted"}
-    assert "interrupted" in [w.code.value for w in bundle.warnings]
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_help_ends_with_examples():

@@ -24,6 +24,23 @@ def run(*args, timeout=120, **kwargs):
                           **kwargs)
 
 
+def interrupt(*args, after_s: float, out):
+    """Start a command, press Ctrl-C after a while; check that it exits 130 with
+    a valid, incomplete bundle at `out` and nothing partial beside it."""
+    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    bundle = noisescope.load(out)
+    validate(bundle.manifest)
+    assert not bundle.complete
+    assert "interrupted" in [w.code.value for w in bundle.warnings]
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no partial left
+    return bundle
+
+
 def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     out = tmp_path / "bundle"
     done = run("scan", "--duration", "1s", "-o", str(out), "--label", "ci<b>")
@@ -61,31 +78,26 @@ def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     (["inject", "--cpu", "999", "--for", "1s"], "CPU 999 is offline"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
-    done = run(*args, cwd=tmp_path, timeout=60)
+    assert_usage_error(args, words, tmp_path)
+
+
+def assert_usage_error(args, words, empty_dir):
+    """One line naming the problem, exit 2, no traceback, nothing written."""
+    done = run(*args, cwd=empty_dir, timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], done.stderr
     assert "Traceback" not in done.stderr
-    assert os.listdir(tmp_path) == []  # nothing half-written
+    assert os.listdir(empty_dir) == []  # nothing half-written
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
-    bundle = noisescope.load(out)
-    validate(bundle.manifest)
-    assert not bundle.complete
-    assert "interrupted" in [w.code.value for w in bundle.warnings]
+    bundle = interrupt("scan", "--duration", "20s", "-o", str(out), "-q", after_s=4, out=out)
     detour = bundle.summaries["detour"]
     assert list(bundle.summaries) == ["detour"]  # ftq and fwq never started
     assert all(1e9 < s["measured_ns"] < 15e9 for s in detour)
     assert bundle.detours.rows > 0
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial left
 
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
