@@ -154,8 +154,8 @@ class Record:
     injection_overflow: int = 0
 
 
-# Progress: (runs done, runs planned, the step just finished, its result)
-RunProgress = Callable[[int, int, Step, RunResult], None]
+# Called after every run: (runs done, runs planned, the step just finished, its result)
+RunCallback = Callable[[int, int, Step, RunResult], None]
 
 
 @dataclass
@@ -203,18 +203,18 @@ def _config_name(config: Configuration) -> str:
 
 
 def run_steps(experiment: Experiment, prepared: Prepared, clock,
-              progress: RunProgress | None = None) -> tuple[list[Record], bool]:
+              progress: RunCallback | None = None) -> tuple[list[Record], bool]:
     """Run every step; returns the records and whether it was interrupted."""
     steps = plan_steps(experiment)
     records: list[Record] = []
     try:
         with Runner() as runner:
             for step in steps:
-                record = _run_step(step, experiment, prepared, clock, runner)
+                record, interrupted = _run_step(step, experiment, prepared, clock, runner)
                 records.append(record)
                 if progress:
                     progress(len(records), len(steps), step, record.result)
-                if record.result.status == "interrupted":
+                if interrupted:
                     return records, True
     except KeyboardInterrupt:
         return records, True
@@ -222,30 +222,30 @@ def run_steps(experiment: Experiment, prepared: Prepared, clock,
 
 
 def _run_step(step: Step, experiment: Experiment, prepared: Prepared, clock,
-              runner: Runner) -> Record:
+              runner: Runner) -> tuple[Record, bool]:
+    """One run with its injections; returns the record and whether Ctrl-C came."""
     config = step.configuration
     env = {**step.workload.environment(), **dict(config.env)}
     injector = (BackgroundInjection(config.injections, clock, experiment.timeout_ns,
                                     prepared.injector_priority) if config.injections else None)
-    injections, overflow = Table(), 0
+    injections, overflow, interrupted = Table(), 0, False
     try:
         if injector:
             injector.start()
         result = runner.run(step.workload, prepared.placements[config.name],
                             experiment.timeout_ns, env)
         if injector:
-            injections, overflow, stopped_by_interrupt = injector.stop()
-            if stopped_by_interrupt and result.status != "interrupted":
-                raise KeyboardInterrupt
+            injections, overflow, interrupted = injector.stop()
     finally:
         if injector:
             injector.stop()  # no-op when stopped above; ends the injectors on errors
-    return Record(step, result, injections, overflow)
+    interrupted = interrupted or result.status == "interrupted"
+    return Record(step, result, injections, overflow), interrupted
 
 
 def measure(experiment: Experiment, *, label: str | None = None, facts: HostFacts | None = None,
             destination: str | os.PathLike[str] | None = None,
-            progress: RunProgress | None = None, argv: list[str] | None = None) -> Bundle:
+            progress: RunCallback | None = None, argv: list[str] | None = None) -> Bundle:
     """Run the experiment's workloads (no probes) and return the `bench` bundle,
     written to `destination` if given (checked before any run)."""
     from .clock import measurement_clock
@@ -438,7 +438,7 @@ class ExperimentOutcome:
 
 def run_experiment(experiment: Experiment, directory: str | os.PathLike[str], *,
                    label: str | None = None, facts: HostFacts | None = None,
-                   progress: RunProgress | None = None, probe_progress=None,
+                   progress: RunCallback | None = None, probe_progress=None,
                    argv: list[str] | None = None) -> ExperimentOutcome:
     """Probes before, the workloads, probes after; one bundle each in `directory`
     (probes-before/, runs/, probes-after/). Ctrl-C keeps what was done."""
