@@ -35,7 +35,8 @@ HINTS = {
     Code.FREQUENCY_SCALING: "set the 'performance' governor (cpupower frequency-set -g performance)",
     Code.RT_THROTTLING: "windows were shortened to stay inside the kernel's RT budget "
                         "(/proc/sys/kernel/sched_rt_runtime_us)",
-    Code.BUFFER_OVERFLOW: "raise --max-detours; percentiles come from the histogram meanwhile",
+    Code.BUFFER_OVERFLOW: "percentiles come from the histogram meanwhile; for detours raise "
+                          "--max-detours",
     Code.TRACING_UNAVAILABLE: "run as root on a kernel with tracefs to explain detours",
     Code.PRIVILEGES: "run as root (or grant CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO "
                      "and mlockall",

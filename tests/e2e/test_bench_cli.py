@@ -12,8 +12,9 @@ import pytest
 
 import noisescope
 
+from ..helpers import assert_usage_error, interrupted_run
 from ..unit.test_bundle import validate
-from .test_scan_cli import assert_usage_error, interrupt, run
+from .test_scan_cli import CLI, run
 
 # A fixed amount of CPU work (about 0.15 s here).
 CPU_BOUND = "s = 0\nfor i in range(1_500_000): s += i\nprint('done', s)"
@@ -129,7 +130,8 @@ def test_failed_runs_are_kept_and_left_out(tmp_path):
     (["compare", "."], "is not a noisescope bundle and holds none"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_run(args, words, tmp_path):
-    assert_usage_error(args, words, tmp_path)  # nothing written: no run started
+    # nothing written: no run started
+    assert_usage_error(run(*args, cwd=tmp_path, timeout=60), words, tmp_path)
 
 
 def test_core_scheduling_where_the_kernel_lacks_it(tmp_path):
@@ -152,11 +154,16 @@ def test_an_experiment_file_mistake_names_file_line_and_key(tmp_path):
 
 def test_ctrl_c_keeps_every_completed_run(tmp_path):
     out = tmp_path / "b"
-    bundle = interrupt("bench", "--runs", "40", "--warmup", "0", "-o", str(out), "-q", "--",
-                       "sleep", "0.2", after_s=2.5, out=out)
+    proc = interrupted_run([*CLI, "bench", "--runs", "40", "--warmup", "0", "-o", str(out), "-q",
+                            "--", "sleep", "0.2"], 2.5)
+    assert proc.returncode == 130
+    bundle = noisescope.load(out)
+    validate(bundle.manifest)
+    assert not bundle.complete and "interrupted" in [w.code.value for w in bundle.warnings]
     statuses = bundle.runs.status.tolist()
     assert 3 <= statuses.count("ok") < 40
     assert set(statuses) <= {"ok", "interrupted"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial left
 
 
 def test_help_ends_with_examples():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 import noisescope
 
+from ..helpers import assert_usage_error, interrupted_run
 from ..unit.test_bundle import validate
 
 CLI = [sys.executable, "-m", "noisescope"]
@@ -22,23 +22,6 @@ CLI = [sys.executable, "-m", "noisescope"]
 def run(*args, timeout=120, **kwargs):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
                           **kwargs)
-
-
-def interrupt(*args, after_s: float, out):
-    """Start a command, press Ctrl-C after a while; check that it exits 130 with
-    a valid, incomplete bundle at `out` and nothing partial beside it."""
-    proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    time.sleep(after_s)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
-    bundle = noisescope.load(out)
-    validate(bundle.manifest)
-    assert not bundle.complete
-    assert "interrupted" in [w.code.value for w in bundle.warnings]
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no partial left
-    return bundle
 
 
 def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
@@ -78,26 +61,22 @@ def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     (["inject", "--cpu", "999", "--for", "1s"], "CPU 999 is offline"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
-    assert_usage_error(args, words, tmp_path)
-
-
-def assert_usage_error(args, words, empty_dir):
-    """One line naming the problem, exit 2, no traceback, nothing written."""
-    done = run(*args, cwd=empty_dir, timeout=60)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], done.stderr
-    assert "Traceback" not in done.stderr
-    assert os.listdir(empty_dir) == []  # nothing half-written
+    assert_usage_error(run(*args, cwd=tmp_path, timeout=60), words, tmp_path)
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
-    bundle = interrupt("scan", "--duration", "20s", "-o", str(out), "-q", after_s=4, out=out)
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"], 4)
+    assert proc.returncode == 130
+    bundle = noisescope.load(out)
+    validate(bundle.manifest)
+    assert not bundle.complete
+    assert "interrupted" in [w.code.value for w in bundle.warnings]
     detour = bundle.summaries["detour"]
     assert list(bundle.summaries) == ["detour"]  # ftq and fwq never started
     assert all(1e9 < s["measured_ns"] < 15e9 for s in detour)
     assert bundle.detours.rows > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial left
 
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
@@ -122,7 +101,7 @@ def test_without_privileges_the_scan_says_what_it_skipped(tmp_path):
                            "detour", "-q", "-o", str(out)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "--rt skipped" in done.stdout
+    assert "SCHED_FIFO priority 95 skipped" in done.stdout
     bundle = noisescope.load(out)
     assert bundle.parameters["priority"] == 0
     assert bundle.manifest["privileges"]["rt"].startswith("skipped")

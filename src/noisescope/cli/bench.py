@@ -9,11 +9,10 @@ import click
 from ..experiment import Configuration, Experiment, measure
 from ..placement import LAYOUTS, Placement
 from ..probes import Injection
-from ..render.terminal import print_bundle
 from ..scan import default_output, live_host_facts
 from ..units import parse_cpu_list, parse_positive_duration
 from ..workload import Metric, Workload
-from .common import EXIT_INTERRUPTED, RunProgress, stderr, stdout
+from .common import RunProgress, report
 
 EXAMPLES = """
 \b
@@ -67,8 +66,5 @@ def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sch
                             timeout_ns=parse_positive_duration(timeout, what="--timeout"))
     facts = live_host_facts()
     destination = output or default_output(facts).replace("noisescope-", "noisescope-bench-", 1)
-    bundle = measure(experiment, label=label, facts=facts, destination=destination,
-                     progress=None if quiet else RunProgress())
-    print_bundle(bundle, stdout)
-    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
-    return 0 if bundle.complete else EXIT_INTERRUPTED
+    return report(measure(experiment, label=label, facts=facts, destination=destination,
+                          progress=None if quiet else RunProgress()))

@@ -7,6 +7,8 @@ import time
 
 from rich.console import Console
 
+from ..bundle import Bundle
+from ..render.terminal import print_bundle
 from ..units import format_duration
 
 EXIT_USAGE = 2
@@ -42,6 +44,13 @@ class Progress:
             end = "\n" if fraction >= 1.0 else ""
             print(f"\r\x1b[K{probe}: {done} of {format_duration(self.total_ns)}", end=end,
                   file=sys.stderr, flush=True)
+
+
+def report(bundle: Bundle) -> int:
+    """Print a written bundle's summary and where it is; the exit status."""
+    print_bundle(bundle, stdout)
+    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
+    return 0 if bundle.complete else EXIT_INTERRUPTED
 
 
 class RunProgress:

@@ -153,3 +153,11 @@ def busy_diagnostics(probe: str, summaries: list[dict]) -> list[Diagnostic]:
                 f"{probe}: CPU {s['cpu']} waited {100 * s['run_delay_ns'] / s['measured_ns']:.1f}% "
                 f"of the time for other tasks ({s['involuntary_switches']} preemptions)"))
     return notes
+
+
+def overflow_diagnostics(summaries: list[dict], items: str, capacity: int) -> list[Diagnostic]:
+    """A CPU's buffer filled up: the rest was counted (and histogrammed), not stored."""
+    return [Diagnostic(Code.BUFFER_OVERFLOW,
+                       f"CPU {s['cpu']}: {s['overflow']} {items} beyond the buffer of {capacity} "
+                       f"were counted but not stored")
+            for s in summaries if s["overflow"]]
