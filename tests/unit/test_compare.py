@@ -219,3 +219,22 @@ def test_results_are_reproducible_and_exports_agree():
     assert len(lines) == 1 + len(first.rows)
     md = markdown(first)
     assert "| workload | a | b |" in md and "Perturbation" in md
+
+
+def test_timerlat_and_imported_summaries_compare_by_cpu_or_thread():
+    def imported(label, p99_by_thread):
+        rows = [{"cpu": None, "thread": t, "interval_ns": 200000, "samples": 5000, "min_ns": 9000,
+                 "avg_ns": p99 / 2, "max_ns": 3 * p99, "p99_ns": p99}
+                for t, p99 in enumerate(p99_by_thread)]
+        bundle = scan_bundle(label, {})
+        bundle.manifest.update(kind="import", summaries={"timerlat": rows})
+        return bundle
+
+    bundles = [imported("quiet", [20000.0 + i, 22000.0]) for i in range(5)]
+    bundles += [imported("busy", [90000.0 + i, 80000.0]) for i in range(5)]
+    result = compare(bundles)
+    assert {m.name for m in result.metrics("timerlat")} == {"avg_ns", "p99_ns", "max_ns"}
+    row = result.row("timerlat", "p99_ns", "busy")
+    assert row.stats.n == 5 and row.change.verdict == "worse"
+    assert compare(bundles, per_cpu=True).row("timerlat thread1", "p99_ns", "busy").stats.mean \
+        == 80000.0

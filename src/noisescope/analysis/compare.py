@@ -3,9 +3,9 @@
 The unit compared is a run, never a sample inside a run (samples inside a
 run are autocorrelated):
 - bench bundles: one value per successful, non-warm-up run and metric;
-- bundles with per-CPU summaries (scan, and imported tools): one value per
-  bundle and metric, the mean over its CPUs (or CPU by CPU with per_cpu);
-  several such bundles with the same label are repetitions.
+- bundles with per-CPU summaries (scan, timerlat, imported cyclictest,
+  oslat, sysjitter): one value per bundle and metric, the mean over its CPUs
+  (or CPU by CPU with per_cpu); bundles with the same label are repetitions.
 
 A configuration is a bundle's label (or its directory name), joined with
 the configuration name inside an experiment ("vm/packed"). For every
@@ -84,10 +84,12 @@ SUMMARY_METRICS = {
     "detour": ("noise_pct", "detours_per_s", "p99_ns", "max_ns"),
     "ftq": ("noise_pct",),
     "fwq": ("noise_pct",),
+    "timerlat": ("avg_ns", "p99_ns", "max_ns"),
+    "oslat": ("avg_ns", "p99_ns", "max_ns"),
 }
 _NOISE_FIELD = re.compile(r"(_pct|_per_s|^p\d+_ns|^(max|mean|avg|median)_ns)$")
 _TITLES = {"noise_pct": "noise %", "detours_per_s": "detours/s", "p99_ns": "p99",
-           "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max"}
+           "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max", "avg_ns": "avg"}
 
 
 def summary_metric(name: str) -> MetricInfo:
@@ -327,18 +329,22 @@ def _summary_observations(bundle: Bundle, selection: MetricSelection, per_cpu: b
         rows = [r for r in rows if isinstance(r, dict) and "cpu" in r]
         if not rows:
             continue
-        names = [k for k, v in rows[0].items() if _is_number(v) and k != "cpu"]
+        names = [k for k, v in rows[0].items() if _is_number(v) and k not in ("cpu", "thread")]
         for name in [k for k in names if selection.wants_summary_field(probe, k)]:
             metric = summary_metric(name)
-            per = {int(r["cpu"]): r.get(name) for r in rows}
-            per = {cpu: float(v) for cpu, v in per.items() if _is_number(v)}
+            per = {_where(r): float(r[name]) for r in rows if _is_number(r.get(name))}
             if not per:
                 continue
             if per_cpu:
-                for cpu, value in per.items():
-                    obs.add(f"{probe} cpu{cpu}", metric, config, np.array([value]))
+                for where, value in per.items():
+                    obs.add(f"{probe} {where}", metric, config, np.array([value]))
             else:
                 obs.add(probe, metric, config, np.array([np.mean(list(per.values()))]))
+
+
+def _where(row: dict) -> str:
+    """'cpu3', or 'thread0' for imported results that do not say the CPU."""
+    return f"cpu{row['cpu']}" if row.get("cpu") is not None else f"thread{row.get('thread', 0)}"
 
 
 def _is_number(value: object) -> bool:
