@@ -141,7 +141,7 @@ class BackgroundInjection:
     noise already on."""
 
     LEAD_NS = 50_000_000
-    MAX_RECORDS = 1_000_000  # per injection and run; more are counted as overflow
+    RECORDS_PER_RUN = 1_000_000  # per injection; more are counted as overflow
 
     def __init__(self, injections: tuple[Injection, ...], clock, max_duration_ns: int,
                  priority: int = 0):
@@ -165,7 +165,7 @@ class BackgroundInjection:
 
         self._natives = [
             i.native(self.clock.ticks_per_ns,
-                     min(self.max_duration_ns, self.MAX_RECORDS * i.period_ns), self.priority)
+                     min(self.max_duration_ns, self.RECORDS_PER_RUN * i.period_ns), self.priority)
             for i in self.injections]
         schedule, _ = plan_windows(UNTIL_INTERRUPTED_NS, rt=False)
         begin = time.monotonic_ns() + self.LEAD_NS
