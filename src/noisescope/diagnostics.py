@@ -24,6 +24,7 @@ class Code(str, Enum):
     RUN_EXCLUDED = "run_excluded"
     METRIC_MISSING = "metric_missing"
     TOO_FEW_RUNS = "too_few_runs"
+    PLACEMENT = "placement"
 
 
 HINTS = {
@@ -44,6 +45,7 @@ HINTS = {
     Code.RUN_EXCLUDED: "excluded runs are kept in the bundle with their reason",
     Code.METRIC_MISSING: "check the --metric regular expression against the command's output",
     Code.TOO_FEW_RUNS: "use --runs 5 or more for a comparison between configurations",
+    Code.PLACEMENT: "spread and packed differ only on machines with several NUMA nodes or sockets",
 }
 
 

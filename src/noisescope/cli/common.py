@@ -51,3 +51,21 @@ def report(bundle: Bundle) -> int:
     print_bundle(bundle, stdout)
     stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
     return 0 if bundle.complete else EXIT_INTERRUPTED
+
+
+class RunProgress:
+    """One line per workload run on stderr; on a terminal it updates in place."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, step, result) -> None:
+        config = f" [{step.configuration.name}]" if step.configuration.name else ""
+        kind = "warm-up" if step.warmup else f"run {step.repetition + 1}"
+        outcome = format_duration(result.wall_ns) if result.status == "ok" else result.reason
+        line = f"{done}/{total} {step.workload.name}{config} {kind}: {outcome}"
+        if self.tty:
+            end = "\n" if done == total or result.status != "ok" else ""
+            print(f"\r\x1b[K{line}", end=end, file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)

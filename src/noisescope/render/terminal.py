@@ -9,6 +9,7 @@ from rich.table import Table as RichTable
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
+from .bench import bench_lines, workloads_table
 
 
 def _pct(value: float | None) -> str:
@@ -158,6 +159,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "fwq": [fwq_table],
     "timerlat": [timerlat_table],
     "oslat": [oslat_table],
+    "workloads": [workloads_table],
 }
 
 
@@ -177,7 +179,7 @@ def injection_lines(bundle: Bundle) -> list[str]:
 
 
 def print_bundle(bundle: Bundle, console: Console) -> None:
-    for line in header_lines(bundle) + injection_lines(bundle):
+    for line in header_lines(bundle) + injection_lines(bundle) + bench_lines(bundle):
         console.print(line, highlight=False, markup=False)
     for probe, rows in bundle.summaries.items():
         for render in SUMMARY_TABLES.get(probe, []) if rows else []:
