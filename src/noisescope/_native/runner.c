@@ -169,6 +169,15 @@ static struct thread_usage read_usage(void)
     return now;
 }
 
+/* Sleeps until `mono_ns`, waking every IDLE_CHECK_NS to honour the stop flag. */
+#define IDLE_CHECK_NS 100000000ull
+static void idle_until(uint64_t mono_ns, volatile int64_t *stop)
+{
+    for (uint64_t now = ns_mono_ns(CLOCK_MONOTONIC); now < mono_ns && !*stop;
+         now = ns_mono_ns(CLOCK_MONOTONIC))
+        ns_sleep_until(mono_ns - now > IDLE_CHECK_NS ? now + IDLE_CHECK_NS : mono_ns);
+}
+
 static uint64_t window_runtime(const struct ns_schedule *s, uint64_t window)
 {
     return window + 1 == s->windows ? s->last_runtime_ns : s->runtime_ns;
@@ -190,7 +199,7 @@ static uint64_t measure_window(struct ns_thread *t, const struct ns_schedule *s,
     case NS_PROBE_TIMERLAT:
         return ns_timerlat_window(&t->probe.timerlat, begin_mono, begin_mono + runtime_ns, stop);
     case NS_PROBE_IDLE:
-        ns_sleep_until(begin_mono + runtime_ns);
+        idle_until(begin_mono + runtime_ns, stop);
         return ns_ticks();
     }
     return begin;
