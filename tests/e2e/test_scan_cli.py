@@ -40,7 +40,8 @@ def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     assert bundle.ftq.rows == sum(s["quanta"] for s in bundle.summaries["ftq"])
     for s in bundle.summaries["detour"]:
         assert s["iterations"] > 0 and 0 <= s["noise_pct"] < 100
-        assert s["measured_ns"] == pytest.approx(1e9, rel=0.01)
+        # a window ends at the first clock read past its end: late by at most one detour
+        assert 1e9 - 2 <= s["measured_ns"] <= 1e9 + s["max_ns"] + 2
     shown = run("show", str(out))
     assert shown.returncode == 0
     assert shown.stdout.splitlines()[4:] == done.stdout.splitlines()[4:]
