@@ -56,12 +56,13 @@ def test_ftq_quanta_with_injections_lose_the_injected_work(measured_cpu):
     def busy(triple):
         return max(run_delay_fraction(b) for b in triple)
 
-    def median_work(bundle):
-        work = bundle.ftq.work
-        return float(np.median(work[work > 0]))
+    # The 90th percentile of work per quantum: the quanta nothing but the
+    # injection disturbed, even when other tasks share the CPU now and then.
+    def typical_work(bundle):
+        return float(np.percentile(bundle.ftq.work, 90))
 
     def deficit(triple):
-        before, noisy, after = (median_work(b) for b in triple)
+        before, noisy, after = (typical_work(b) for b in triple)
         return 1.0 - noisy / ((before + after) / 2)
 
     expected = LENGTH_NS * RATE_HZ / 1e9  # 2% of every 1 ms quantum
@@ -76,7 +77,7 @@ def test_ftq_quanta_with_injections_lose_the_injected_work(measured_cpu):
     starts = np.sort(noisy.injections.start_ns)
     per_quantum = (np.searchsorted(starts, noisy.ftq.start_ns + quantum)
                    - np.searchsorted(starts, noisy.ftq.start_ns))
-    hit = noisy.ftq.work[(per_quantum >= 1) & (noisy.ftq.work > 0)]
-    clean = (median_work(triple[0]) + median_work(triple[2])) / 2
+    hit = noisy.ftq.work[per_quantum >= 1]
+    clean = (typical_work(triple[0]) + typical_work(triple[2])) / 2
     assert len(hit) > 0.3 * noisy.ftq.rows
-    assert np.median(hit) <= (1 - 0.9 * expected) * clean
+    assert np.percentile(hit, 90) <= (1 - 0.9 * expected) * clean
