@@ -24,6 +24,7 @@ class Code(str, Enum):
     RUN_EXCLUDED = "run_excluded"
     METRIC_MISSING = "metric_missing"
     TOO_FEW_RUNS = "too_few_runs"
+    PLACEMENT = "placement"
 
 
 HINTS = {
@@ -34,7 +35,8 @@ HINTS = {
     Code.FREQUENCY_SCALING: "set the 'performance' governor (cpupower frequency-set -g performance)",
     Code.RT_THROTTLING: "windows were shortened to stay inside the kernel's RT budget "
                         "(/proc/sys/kernel/sched_rt_runtime_us)",
-    Code.BUFFER_OVERFLOW: "raise --max-detours; percentiles come from the histogram meanwhile",
+    Code.BUFFER_OVERFLOW: "percentiles come from the histogram meanwhile; for detours raise "
+                          "--max-detours",
     Code.TRACING_UNAVAILABLE: "run as root on a kernel with tracefs to explain detours",
     Code.PRIVILEGES: "run as root (or grant CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO "
                      "and mlockall",
@@ -43,6 +45,7 @@ HINTS = {
     Code.RUN_EXCLUDED: "excluded runs are kept in the bundle with their reason",
     Code.METRIC_MISSING: "check the --metric regular expression against the command's output",
     Code.TOO_FEW_RUNS: "use --runs 5 or more for a comparison between configurations",
+    Code.PLACEMENT: "spread and packed differ only on machines with several NUMA nodes or sockets",
 }
 
 
