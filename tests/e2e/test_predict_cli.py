@@ -9,8 +9,9 @@ import pytest
 import noisescope
 from noisescope.bundle import Bundle
 
+from ..helpers import assert_usage_error, interrupted_run
 from ..unit.test_bundle import minimal_manifest, validate
-from .test_scan_cli import run
+from .test_scan_cli import CLI, run
 
 
 def test_predict_prints_slowdown_per_scale_and_the_knees():
@@ -71,19 +72,26 @@ def write_bundle_without_detours(path):
     (["export-trace", "1kHz:1us", "--cpu", "3", "-o", "x"], "has no trace of CPU 3"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
-    files = {"EMPTY": tmp_path / "empty.trace", "MALFORMED": tmp_path / "bad.trace",
-             "NODETOURS": tmp_path / "ftq-only"}
+    inputs, work = tmp_path / "inputs", tmp_path / "work"
+    inputs.mkdir()
+    work.mkdir()
+    files = {"EMPTY": inputs / "empty.trace", "MALFORMED": inputs / "bad.trace",
+             "NODETOURS": inputs / "ftq-only"}
     files["EMPTY"].write_text("# nothing\n")
     files["MALFORMED"].write_text("100\t5\n200\t5\n300 five\n")
     write_bundle_without_detours(files["NODETOURS"])
     args = [str(files.get(a, a)) for a in args]
-    done = run(*args, cwd=tmp_path)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("noisescope: error:"), done.stderr
-    assert words in lines[0]
-    assert "Traceback" not in done.stderr
-    assert not (tmp_path / "x").exists()
+    assert_usage_error(run(*args, cwd=work), words, work)
+
+
+def test_interrupt_keeps_the_finished_process_counts(tmp_path):
+    out = tmp_path / "prediction"
+    proc = interrupted_run([*CLI, "predict", "250Hz:2us", "--procs", "2,1M", "--seeds", "50",
+                            "-q", "-o", str(out)], after_s=5)
+    assert proc.returncode == 130, proc.stderr
+    bundle = noisescope.load(out)
+    assert not bundle.complete
+    assert [row["procs"] for row in bundle.summaries["prediction"]] == [2]
 
 
 def test_help_ends_with_examples():
