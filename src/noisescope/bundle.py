@@ -15,6 +15,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__
@@ -32,6 +33,11 @@ REQUIRED_KEYS = {"schema_version": int, "kind": str, "tool": dict, "complete": b
 
 def tool_info() -> dict:
     return {"name": "noisescope", "version": __version__}
+
+
+def utc_now() -> str:
+    """Manifest timestamps: UTC, microseconds, 'Z'."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 class Bundle:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .bundle import SCHEMA_VERSION, Bundle, tool_info
+from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError
@@ -134,10 +134,6 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
         notes.append(Diagnostic(Code.TOO_SHORT,
                                 f"each probe measures only {format_duration(options.duration_ns)}"))
     return ScanPlan(cpus, priority, privileges, notes)
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def default_output(facts: HostFacts) -> str:

@@ -24,6 +24,7 @@ from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .compare import compare_command
 from .importing import import_command
 from .inject import inject_command
+from .predict import export_trace_command, predict_command
 from .run import run_command
 from .scan import scan_command
 from .show import show_command
@@ -45,6 +46,8 @@ cli.add_command(import_command, "import")
 cli.add_command(bench_command, "bench")
 cli.add_command(run_command, "run")
 cli.add_command(compare_command, "compare")
+cli.add_command(predict_command, "predict")
+cli.add_command(export_trace_command, "export-trace")
 
 
 def _terminate(signum, frame):

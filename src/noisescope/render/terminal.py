@@ -179,6 +179,12 @@ def injection_lines(bundle: Bundle) -> list[str]:
 
 
 def print_bundle(bundle: Bundle, console: Console) -> None:
+    if bundle.kind == "prediction":
+        from ..analysis.predict import Prediction
+        from .prediction import print_prediction
+
+        print_prediction(Prediction.from_bundle(bundle), console)
+        return
     for line in header_lines(bundle) + injection_lines(bundle) + bench_lines(bundle):
         console.print(line, highlight=False, markup=False)
     for probe, rows in bundle.summaries.items():
@@ -191,7 +197,10 @@ def print_bundle(bundle: Bundle, console: Console) -> None:
 
 
 def print_warnings(bundle: Bundle, console: Console) -> None:
-    warnings = bundle.warnings
+    print_diagnostics(bundle.warnings, console)
+
+
+def print_diagnostics(warnings, console: Console) -> None:
     if not warnings:
         return
     console.print()
