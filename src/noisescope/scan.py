@@ -39,6 +39,10 @@ SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
 SLEEPING_PROBES = {"timerlat"}
+# With a fixed start (start_mono_ns), probe k starts at start + k * (its schedule's
+# elapsed time + this gap): scans started together on several nodes stay aligned
+# probe after probe. The gap covers ending one probe and preparing the next.
+ALIGNED_PROBE_GAP_NS = 500_000_000
 
 ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 
@@ -60,7 +64,7 @@ class ScanOptions:
     keep_series: bool = True  # timerlat: store every latency, not only the histogram
     injections: tuple[Injection, ...] = ()
     label: str | None = None
-    start_mono_ns: int = 0  # first window (CLOCK_MONOTONIC); 0: as soon as ready
+    start_mono_ns: int = 0  # first probe's first window (CLOCK_MONOTONIC); 0: as soon as ready
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -165,11 +169,21 @@ def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResul
     return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
 
 
+def probe_start_ns(first_ns: int, schedule, index: int) -> int:
+    """When probe number `index` starts if the scan starts at `first_ns` (0: each
+    probe as soon as it is ready)."""
+    return first_ns + index * (schedule.elapsed_ns + ALIGNED_PROBE_GAP_NS) if first_ns else 0
+
+
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
-         destination: str | os.PathLike[str] | None = None, kind: str = "scan") -> Bundle:
+         destination: str | os.PathLike[str] | None = None, kind: str = "scan",
+         on_ready: Callable[[], int] | None = None) -> Bundle:
     """Measure, and write the bundle to `destination` if given (checked first).
-    `kind` names the command in the manifest (a `timerlat` run is a scan too)."""
+    `kind` names the command in the manifest (a `timerlat` run is a scan too).
+    `on_ready`, if given, is called once everything is checked and the clock is
+    known, just before measuring; it returns the start (CLOCK_MONOTONIC ns) to
+    use instead of options.start_mono_ns (cluster scans agree on it there)."""
     from .bundle import check_destination
 
     started = utc_now()
@@ -204,6 +218,8 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         timerlat_probe.check_histogram(options.histogram_ns)
 
     injector_priority = 99 if can_use_fifo(99) else 0
+    if on_ready is not None:
+        options = replace(options, start_mono_ns=on_ready())
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
@@ -211,11 +227,11 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         scan_plan.privileges["mlockall"] = locking
         if locking != "locked":
             scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
-        for name in options.probes:
+        for index, name in enumerate(options.probes):
             report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
             ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
-                               options.injections, injector_priority, options.start_mono_ns,
-                               report)
+                               options.injections, injector_priority,
+                               probe_start_ns(options.start_mono_ns, schedule, index), report)
             irq_before, begun = read_interrupts(), time.monotonic_ns()
             result = _run_probe(name, ctx, options)
             if not hz and not result.interrupted:

@@ -20,6 +20,7 @@ import click
 from .. import __version__
 from ..errors import UsageError
 from .bench import bench_command
+from .cluster import cluster_group
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .compare import compare_command
 from .importing import import_command
@@ -48,6 +49,7 @@ cli.add_command(run_command, "run")
 cli.add_command(compare_command, "compare")
 cli.add_command(predict_command, "predict")
 cli.add_command(export_trace_command, "export-trace")
+cli.add_command(cluster_group, "cluster")
 
 
 def _terminate(signum, frame):
