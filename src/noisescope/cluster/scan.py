@@ -37,7 +37,7 @@ from ..tables import Table
 from ..units import format_duration
 from .cpus import assign_cpus, own_injections
 from .mpi import Placement, World
-from .session import DEFAULT_TIMEOUT_NS, Session
+from .session import DEFAULT_TIMEOUT_NS, Session, start_up
 
 NODES = "nodes"
 ALIGNMENT_TOLERANCE_NS = 1_000_000
@@ -65,21 +65,6 @@ def rank_directory(directory: Path, placement: Placement) -> Path:
     return directory / NODES / f"rank{placement.rank:0{width}d}-{node}"
 
 
-def start_up(world: World, directory: Path) -> Placement:
-    """The collective part: placement, and rank 0's check of DIR (everyone gets its verdict)."""
-    placement = world.placement()
-    problem = None
-    if world.is_root:
-        try:
-            prepare_directory(directory)
-        except UsageError as error:
-            problem = (error.problem, error.hint)
-    problem = world.share(problem)
-    if problem:
-        raise UsageError(*problem)
-    return placement
-
-
 def cluster_scan(options: ScanOptions, directory: str | os.PathLike[str], *,
                  timeout_ns: int = DEFAULT_TIMEOUT_NS, inject_ranks: tuple[int, ...] | None = None,
                  argv: list[str] | None = None, progress=None, world: World | None = None,
@@ -90,7 +75,7 @@ def cluster_scan(options: ScanOptions, directory: str | os.PathLike[str], *,
     world = world or World()
     directory = Path(directory)
     started = utc_now()
-    placement = start_up(world, directory)
+    placement = start_up(world, lambda: prepare_directory(directory))
     session = Session(world, timeout_ns)
     destination = rank_directory(directory, placement)
     hello = {"node": placement.node, "local_rank": placement.local_rank, "cpus": []}

@@ -17,14 +17,31 @@ Rank 0 takes part like any other rank (it measures too) and coordinates.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..units import format_duration
-from .mpi import HELLO, RESULT, START, ClockOffset, World
+from .mpi import HELLO, RESULT, START, ClockOffset, Placement, World
 
 START_LEAD_NS = 300_000_000  # from sending START to the first window: thread set-up
 DEFAULT_TIMEOUT_NS = 60_000_000_000
+
+
+def start_up(world: World, prepare: Callable[[], None] | None = None) -> Placement:
+    """The collective part: every rank's placement, and rank 0's `prepare` (e.g. the
+    check of the output directory), whose error every rank raises alike."""
+    placement = world.placement()
+    problem = None
+    if world.is_root and prepare is not None:
+        try:
+            prepare()
+        except UsageError as error:
+            problem = (error.problem, error.hint)
+    problem = world.share(problem)
+    if problem:
+        raise UsageError(*problem)
+    return placement
 
 
 @dataclass
@@ -57,25 +74,29 @@ class Session:
         self.outcomes: dict[int, RankOutcome] = {}  # rank 0 only
         self.interrupted = False
 
-    def ready(self, hello: dict, failure: str | None = None) -> int:
+    def ready(self, hello: dict, failure: str | None = None, *, require_all: bool = False) -> int:
         """This rank is prepared (or failed: `failure` says why). Returns the
         CLOCK_MONOTONIC time at which to start measuring (0 after a failure).
         Rank 0 coordinates here: it waits for every rank's HELLO, measures the
-        clock offsets and sends the start times."""
+        clock offsets and sends the start times. With `require_all` (a run whose
+        ranks synchronize with each other), one rank that is not ready stops
+        every rank with the same UsageError."""
         self.said_hello = True
         message = {**hello, "failure": failure}
         if not self.world.is_root:
             self.world.send(message, 0, HELLO)
             if failure:
                 return 0
-            start = self.world.receive_from_root(START, time.monotonic() + 2 * self.timeout_s
-                                                 + 0.01 * self.world.size)
-            if start is None:
+            answer = self.world.receive_from_root(START, time.monotonic() + 2 * self.timeout_s
+                                                  + 0.01 * self.world.size)
+            if answer is None:
                 raise UsageError(f"rank 0 sent no start time within "
                                  f"{format_duration(2 * self.timeout_s * 1e9)}",
                                  "see rank 0's messages; a longer --timeout helps slow start-ups")
-            self.start_ns = start
-            return start
+            if "refused" in answer:
+                raise UsageError(*answer["refused"])
+            self.start_ns = answer["start_ns"]
+            return self.start_ns
         others = range(1, self.world.size)
         hellos = self.world.collect(HELLO, others, time.monotonic() + self.timeout_s)
         hellos[0] = message
@@ -96,10 +117,20 @@ class Session:
                 self.outcomes[rank].status = "missing"
                 self.outcomes[rank].reason = "stopped answering rank 0's clock pings"
             self.outcomes[rank].offset = offset
+        absent = [o for o in self.outcomes.values() if o.status != "ok"]
+        if require_all and absent:
+            refusal = (f"rank {absent[0].rank} {absent[0].status}: {absent[0].reason}",
+                       "every rank must take part; fix that rank and start again")
+            for rank in self.measuring_ranks():
+                if rank != 0:
+                    self.world.send({"refused": refusal}, rank, START)
+            self.close()
+            raise UsageError(*refusal)
         self.start_ns = time.monotonic_ns() + self.lead_ns
         for rank in self.measuring_ranks():
             if rank != 0:
-                self.world.send(self.start_ns + self.outcomes[rank].offset.offset_ns, rank, START)
+                offset = self.outcomes[rank].offset.offset_ns
+                self.world.send({"start_ns": self.start_ns + offset}, rank, START)
         return self.start_ns if not failure else 0
 
     def measuring_ranks(self) -> list[int]:
