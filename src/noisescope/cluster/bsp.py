@@ -150,7 +150,7 @@ def run_bsp(options: BspOptions, *, destination: str | os.PathLike[str] | None =
         raise UsageError("cluster bsp needs at least 2 ranks; it was started as one process",
                          "start it with mpirun -n 2 (or more) or srun")
     started = utc_now()
-    placement = start_up(world, (lambda: check_destination(Path(destination)))
+    placement = start_up(world, options.cpus, (lambda: check_destination(Path(destination)))
                          if destination is not None else None)
     facts = live_host_facts()
     priority = options.priority if options.rt and can_use_fifo(options.priority) else 0
@@ -158,7 +158,7 @@ def run_bsp(options: BspOptions, *, destination: str | os.PathLike[str] | None =
     hello = {"node": placement.node, "cpus": []}
     failure, units = None, 0
     try:
-        cpu = assign_cpus(placement, options.cpus)[0]
+        cpu = assign_cpus(placement)[0]
         hello["cpus"] = [cpu]
         if cpu not in os.sched_getaffinity(0):
             raise UsageError(f"CPU {cpu} is outside rank {placement.rank}'s allowed CPUs",

@@ -16,10 +16,8 @@ from ..units import format_cpu_list
 from .mpi import Placement
 
 
-def assign_cpus(placement: Placement, requested: tuple[int, ...] | None = None
-                ) -> tuple[int, ...]:
-    candidates = [tuple(requested) if requested else tuple(own)
-                  for own in placement.local_allowed]
+def assign_cpus(placement: Placement) -> tuple[int, ...]:
+    candidates = placement.local_candidates
     mine = candidates[placement.local_rank]
     seen: set[int] = set()
     disjoint = True

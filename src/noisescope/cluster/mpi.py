@@ -45,7 +45,8 @@ class Placement:
     local_rank: int  # among the ranks on the same node
     local_size: int
     allowed_cpus: tuple[int, ...]  # this process's CPU affinity (the launcher's binding)
-    local_allowed: tuple[tuple[int, ...], ...]  # allowed_cpus of every rank on this node
+    # The CPUs each rank on this node would measure (--cpus, else its affinity), by local rank.
+    local_candidates: tuple[tuple[int, ...], ...]
 
     def to_dict(self) -> dict:
         return {"rank": self.rank, "size": self.size, "node": self.node,
@@ -81,14 +82,15 @@ class World:
     def is_root(self) -> bool:
         return self.rank == 0
 
-    def placement(self) -> Placement:
-        """Collective: every rank must call it, at start-up."""
+    def placement(self, requested: tuple[int, ...] | None = None) -> Placement:
+        """Collective: every rank must call it, at start-up. `requested`: the CPUs
+        this rank was asked to measure (None: those it may run on)."""
         allowed = tuple(sorted(os.sched_getaffinity(0)))
         local = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
         try:
-            local_allowed = tuple(tuple(c) for c in local.allgather(allowed))
+            candidates = tuple(tuple(c) for c in local.allgather(tuple(requested or allowed)))
             return Placement(self.rank, self.size, self.MPI.Get_processor_name(),
-                             local.Get_rank(), local.Get_size(), allowed, local_allowed)
+                             local.Get_rank(), local.Get_size(), allowed, candidates)
         finally:
             local.Free()
 

@@ -75,7 +75,7 @@ def cluster_scan(options: ScanOptions, directory: str | os.PathLike[str], *,
     world = world or World()
     directory = Path(directory)
     started = utc_now()
-    placement = start_up(world, lambda: prepare_directory(directory))
+    placement = start_up(world, options.cpus, lambda: prepare_directory(directory))
     session = Session(world, timeout_ns)
     destination = rank_directory(directory, placement)
     hello = {"node": placement.node, "local_rank": placement.local_rank, "cpus": []}
@@ -87,7 +87,7 @@ def cluster_scan(options: ScanOptions, directory: str | os.PathLike[str], *,
         return session.ready(hello)
 
     try:
-        cpus = assign_cpus(placement, options.cpus)
+        cpus = assign_cpus(placement)
         hello["cpus"] = list(cpus)
         mine = replace(options, cpus=cpus,
                        injections=own_injections(options.injections, cpus, placement.rank,

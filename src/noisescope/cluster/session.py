@@ -28,10 +28,11 @@ START_LEAD_NS = 300_000_000  # from sending START to the first window: thread se
 DEFAULT_TIMEOUT_NS = 60_000_000_000
 
 
-def start_up(world: World, prepare: Callable[[], None] | None = None) -> Placement:
+def start_up(world: World, requested_cpus: tuple[int, ...] | None,
+             prepare: Callable[[], None] | None = None) -> Placement:
     """The collective part: every rank's placement, and rank 0's `prepare` (e.g. the
     check of the output directory), whose error every rank raises alike."""
-    placement = world.placement()
+    placement = world.placement(requested_cpus)
     problem = None
     if world.is_root and prepare is not None:
         try:
