@@ -19,7 +19,9 @@ import click
 
 from .. import __version__
 from ..errors import UsageError
+from .cleanup import cleanup_command
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from .explain import explain_command
 from .inject import inject_command
 from .scan import scan_command
 from .show import show_command
@@ -35,6 +37,8 @@ def cli():
 cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
+cli.add_command(explain_command, "explain")
+cli.add_command(cleanup_command, "cleanup")
 
 
 def _terminate(signum, frame):

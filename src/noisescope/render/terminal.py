@@ -9,6 +9,7 @@ from rich.table import Table as RichTable
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
+from .trace import causes_table, trace_lines, worst_table
 
 
 def _pct(value: float | None) -> str:
@@ -47,7 +48,7 @@ def header_lines(bundle: Bundle) -> list[str]:
     if host.get("hz_estimate", {}).get("hz"):
         lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
                      f"(CONFIG_HZ={host.get('config_hz') or '?'})")
-    return lines
+    return lines + trace_lines(m)
 
 
 def detour_table(rows: list[dict]) -> RichTable:
@@ -98,6 +99,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable]]] = {
     "detour": [detour_table, hourglass_table],
     "ftq": [ftq_table],
     "fwq": [fwq_table],
+    "attribution": [causes_table, worst_table],
 }
 
 

@@ -1,0 +1,102 @@
+"""Per-CPU explanation of detours: the breakdown by cause and the worst
+detours with the events inside them. Plain data (JSON-safe dicts), stored
+in the manifest as summaries["attribution"] and rendered by render/."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tables import Table
+from .events import TraceEvents
+
+WORST_PER_CPU = 3  # worst detours stored per CPU by a scan
+MAX_CHAIN = 20  # events listed per detour (the rest are counted)
+
+
+def breakdown(detours: Table, causes: Table, cpu: int) -> list[dict]:
+    """Cause rows of one CPU, largest total first: the number of detours the
+    cause took part in, its total and largest time, and its share of all
+    detour time on the CPU."""
+    rows = causes.where(cpu=cpu)
+    noise = int(detours.where(cpu=cpu)["duration_ns"].sum())
+    if rows.rows == 0:
+        return []
+    ids: dict[tuple[str, str], int] = {}
+    pairs = zip(rows["cause"].tolist(), rows["detail"].tolist(), strict=True)
+    inverse = np.array([ids.setdefault(pair, len(ids)) for pair in pairs])
+    unique = list(ids)
+    totals = np.bincount(inverse, weights=rows["duration_ns"]).astype(np.int64)
+    counts = np.bincount(inverse)
+    largest = np.zeros(len(unique), np.int64)
+    np.maximum.at(largest, inverse, rows["duration_ns"])
+    out = []
+    for i in np.argsort(-totals, kind="stable"):
+        cause, detail = unique[i]
+        out.append({"cause": cause, "detail": detail, "count": int(counts[i]),
+                    "total_ns": int(totals[i]), "share_pct": 100.0 * totals[i] / noise if noise else 0.0,
+                    "max_ns": int(largest[i])})
+    return out
+
+
+def chain(trace: TraceEvents, cpu: int, start_ns: int, end_ns: int) -> tuple[list[dict], int]:
+    """The events of one CPU inside [start, end], as offsets from start;
+    returns at most MAX_CHAIN and the number left out."""
+    items = []
+    events = _between(trace.events, cpu, start_ns, end_ns)
+    for ts, name, pid, number, text in zip(events["timestamp_ns"].tolist(), events["event"].tolist(),
+                                           events["pid"].tolist(), events["number"].tolist(),
+                                           events["name"].tolist(), strict=True):
+        items.append({"offset_ns": ts - start_ns, "event": name, "pid": pid, "number": number,
+                      "name": text})
+    switches = _between(trace.switches, cpu, start_ns, end_ns)
+    for row in zip(*(switches[c].tolist() for c in ("timestamp_ns", "prev_comm", "prev_pid",
+                                                    "prev_state", "next_comm", "next_pid")),
+                   strict=True):
+        items.append({"offset_ns": row[0] - start_ns, "event": "sched_switch", "prev_comm": row[1],
+                      "prev_pid": row[2], "prev_state": row[3], "next_comm": row[4],
+                      "next_pid": row[5]})
+    items.sort(key=lambda item: item["offset_ns"])
+    return items[:MAX_CHAIN], max(0, len(items) - MAX_CHAIN)
+
+
+def _between(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
+    ts, cpus = table["timestamp_ns"], table["cpu"]
+    return table.filter((cpus == cpu) & (ts >= start_ns) & (ts <= end_ns))
+
+
+def worst_detours(detours: Table, causes: Table, trace: TraceEvents, cpu: int,
+                  count: int) -> list[dict]:
+    """The `count` longest detours of a CPU with their split and event chain."""
+    mine = detours.where(cpu=cpu)
+    picked = np.argsort(-mine["duration_ns"], kind="stable")[:count]
+    cpu_causes = causes.where(cpu=cpu)
+    out = []
+    for i in picked.tolist():
+        start, length = int(mine["start_ns"][i]), int(mine["duration_ns"][i])
+        split = cpu_causes.filter(cpu_causes["start_ns"] == start)
+        order = np.argsort(-split["duration_ns"], kind="stable")
+        events, more = chain(trace, cpu, start, start + length)
+        out.append({
+            "start_ns": start, "duration_ns": length,
+            "cause": str(mine["cause"][i]), "detail": str(mine["cause_detail"][i]),
+            "split": [{"cause": str(split["cause"][j]), "detail": str(split["detail"][j]),
+                       "duration_ns": int(split["duration_ns"][j])} for j in order.tolist()],
+            "chain": events, "more_events": more,
+        })
+    return out
+
+
+def attribution_summary(detours: Table, causes: Table, trace: TraceEvents,
+                        worst: int = WORST_PER_CPU) -> list[dict]:
+    """summaries["attribution"]: one row per CPU with detours."""
+    rows = []
+    for cpu in np.unique(detours["cpu"]).tolist():
+        mine = detours.where(cpu=cpu)
+        rows.append({
+            "cpu": int(cpu),
+            "detours": int(mine.rows),
+            "noise_ns": int(mine["duration_ns"].sum()),
+            "causes": breakdown(detours, causes, cpu),
+            "worst": worst_detours(detours, causes, trace, cpu, worst),
+        })
+    return rows

@@ -1,0 +1,352 @@
+"""A tracing session: check -> setup -> start -> stop -> collect -> restore.
+
+    with TraceSession(cpus, clock) as session:   # check and set up (or TracingUnavailable)
+        session.start()
+        ...measure...
+        capture = session.stop()                 # stop, then read the buffers
+    # restored: the instance is gone, tracefs unmounted if we mounted it
+
+The buffers are read after recording stops, so reading never disturbs a
+measurement; they are sized to hold a whole recording. Recording keeps the
+oldest events when a buffer fills (overwrite off): the trace of each CPU is
+then complete up to its last event, and the lost events are counted from the
+kernel's per-CPU statistics.
+
+Clock: `x86-tsc` where the measurement clock is the TSC (trace time stamps
+are then raw TSC values, the samplers' own counter); `mono_raw` otherwise,
+mapped through the measurement clock's CLOCK_MONOTONIC_RAW origin.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import _native
+from ..clock import MeasurementClock
+from ..tables import Table
+from .events import (
+    SCHED_SWITCH,
+    TRACEPOINTS,
+    EventFormat,
+    PageLayout,
+    Symbols,
+    TraceEvents,
+    decode_raw,
+    parse_format,
+    parse_header_page,
+    parse_text,
+)
+from .tracefs import (
+    DEFAULT_MOUNTPOINT,
+    Instance,
+    Mount,
+    TracingUnavailable,
+    cpumask_text,
+    find_or_mount,
+    instance_name,
+    release_mount,
+    remove_leftovers,
+)
+
+# Default buffer: room for this many events per second per CPU (a busy VM
+# records 2,000-5,000/s on a measured CPU), about 40 bytes each.
+EVENTS_PER_SECOND = 20_000
+BYTES_PER_EVENT = 40
+MIN_BUFFER_KB = 2_048
+MAX_BUFFER_KB = 512 * 1024
+MEMORY_SHARE = 0.25  # never ask for more than this share of MemAvailable in all
+# Page faults of noisescope's own threads only: other tasks' faults happen
+# while they hold the CPU, and that time is theirs.
+FAULT_FILTER = 'comm ~ "ns-*"'
+FAULT_SYSTEM = "exceptions"
+RAW_LAYOUT = PageLayout()  # the page layout decode_raw is tested against
+
+
+def buffer_kb_for(recording_ns: int, cpus: int, mem_available_kb: int | None) -> int:
+    """Per-CPU buffer that holds EVENTS_PER_SECOND for `recording_ns`."""
+    wanted = int(recording_ns / 1e9 * EVENTS_PER_SECOND * BYTES_PER_EVENT / 1024)
+    size = min(max(wanted, MIN_BUFFER_KB), MAX_BUFFER_KB)
+    if mem_available_kb:
+        size = min(size, max(MIN_BUFFER_KB // 4, int(mem_available_kb * MEMORY_SHARE / max(cpus, 1))))
+    return size
+
+
+def _mem_available_kb() -> int | None:
+    try:
+        match = re.search(r"^MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class TraceClock:
+    """How trace time stamps map onto the bundle's timeline."""
+
+    name: str  # the trace_clock: "x86-tsc" or "mono_raw"
+    clock: MeasurementClock
+
+    @classmethod
+    def choose(cls, available: str, clock: MeasurementClock) -> TraceClock:
+        names = available.replace("[", " ").replace("]", " ").split()
+        if clock.counter == "tsc" and "x86-tsc" in names:
+            return cls("x86-tsc", clock)
+        if "mono_raw" in names:
+            return cls("mono_raw", clock)
+        raise TracingUnavailable("tracefs offers neither the x86-tsc nor the mono_raw trace clock")
+
+    def to_ns(self, stamps: np.ndarray) -> np.ndarray:
+        if self.name == "x86-tsc":
+            return self.clock.timestamp_ns(stamps)
+        return np.asarray(stamps, np.uint64).astype(np.int64) - np.int64(
+            self.clock.origin_monotonic_raw_ns)
+
+    def describe(self) -> dict:
+        if self.name == "x86-tsc":
+            return {"clock": self.name, "mapping": "raw TSC ticks, converted like the samplers' "
+                    "(clock.ticks_per_second, clock.origin_ticks)"}
+        return {"clock": self.name, "mapping": "CLOCK_MONOTONIC_RAW ns minus "
+                "clock.origin_monotonic_raw_ns", "origin_monotonic_raw_ns":
+                self.clock.origin_monotonic_raw_ns}
+
+
+@dataclass
+class Capture:
+    """What one recording produced."""
+
+    events: TraceEvents
+    coverage: Table  # cpu, start_ns, end_ns (complete up to), lost_events
+    missed_pages: int = 0
+
+
+@dataclass
+class SessionInfo:
+    tracefs: str = ""
+    mounted_by_us: bool = False
+    instance: str = ""
+    reader: str = ""
+    buffer_kb_per_cpu: int = 0
+    events: list[str] = field(default_factory=list)
+    missing_events: list[str] = field(default_factory=list)
+    leftovers_removed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _now_ticks() -> int:
+    return int(_native.ticks())
+
+
+def _stats(text: str) -> int:
+    """Events lost according to a per-CPU stats file."""
+    lost = 0
+    for key in ("overrun", "commit overrun", "dropped events"):
+        match = re.search(rf"^{key}:\s*(\d+)", text, re.M)
+        lost += int(match.group(1)) if match else 0
+    return lost
+
+
+class TraceSession:
+    """A private tracefs instance recording the kernel activity of `cpus`."""
+
+    def __init__(self, cpus: tuple[int, ...], clock: MeasurementClock, *,
+                 buffer_kb: int | None = None, recording_ns: int = 10_000_000_000,
+                 mountpoint: Path = DEFAULT_MOUNTPOINT, symbols: Symbols | None = None):
+        self.cpus = tuple(cpus)
+        self.clock = clock
+        self.requested_buffer_kb = buffer_kb
+        self.recording_ns = recording_ns
+        self.mountpoint = mountpoint
+        self.symbols = symbols or Symbols()
+        self.info = SessionInfo()
+        self.trace_clock: TraceClock | None = None
+        self._mount: Mount | None = None
+        self._instance: Instance | None = None
+        self._formats: dict[str, EventFormat] = {}
+        self._layout: PageLayout | None = None
+        self._started_ticks = 0
+        self._lost_before: dict[int, int] = {}
+
+    # -- check and set up ---------------------------------------------------
+    def __enter__(self) -> TraceSession:
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Mount if needed, clear leftovers, create and configure the instance."""
+        try:
+            self._mount = find_or_mount(self.mountpoint)
+            self.info.tracefs, self.info.mounted_by_us = str(self._mount.path), self._mount.mounted_by_us
+            removed, failed = remove_leftovers(self._mount.path)
+            self.info.leftovers_removed = removed
+            self.info.notes += [f"could not remove leftover instance {f}" for f in failed]
+            self._instance = Instance.create(self._mount.path, instance_name())
+            self.info.instance = self._instance.name
+            self._configure(self._instance)
+        except OSError as error:
+            self.close()
+            raise TracingUnavailable(f"setting up tracing failed: {error.strerror or error} "
+                                     f"({getattr(error, 'filename', '') or 'tracefs'})") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _configure(self, instance: Instance) -> None:
+        self.trace_clock = TraceClock.choose(instance.read("trace_clock"), self.clock)
+        instance.write("trace_clock", self.trace_clock.name)
+        instance.write("options/overwrite", "0")
+        instance.write("tracing_cpumask", cpumask_text(self.cpus))
+        self._size_buffers(instance)
+        for tp in TRACEPOINTS:
+            if instance.exists(f"events/{tp.path}/enable"):
+                instance.write(f"events/{tp.path}/enable", "1")
+                self.info.events.append(tp.path)
+                self._formats[tp.name] = parse_format(instance.read(f"events/{tp.path}/format"))
+            else:
+                self.info.missing_events.append(tp.path)
+        if SCHED_SWITCH.path not in self.info.events:
+            raise TracingUnavailable("this kernel has no sched_switch trace event")
+        if instance.exists(f"events/{FAULT_SYSTEM}/filter"):
+            instance.write(f"events/{FAULT_SYSTEM}/filter", FAULT_FILTER)
+        self._layout = self._page_layout(instance)
+        self.info.reader = "raw" if self._layout else "text"
+
+    def _size_buffers(self, instance: Instance) -> None:
+        size = self.requested_buffer_kb or buffer_kb_for(self.recording_ns, len(self.cpus),
+                                                         _mem_available_kb())
+        online = sorted(int(p.name[3:]) for p in instance.path.joinpath("per_cpu").glob("cpu*")
+                        if p.name[3:].isdigit())
+        for cpu in online:  # CPUs we do not record keep the smallest buffer
+            if cpu not in self.cpus:
+                instance.write(f"per_cpu/cpu{cpu}/buffer_size_kb", "1")
+        for cpu in self.cpus:
+            while True:
+                try:
+                    instance.write(f"per_cpu/cpu{cpu}/buffer_size_kb", str(size))
+                    break
+                except OSError as error:
+                    if error.errno != errno.ENOMEM or size <= MIN_BUFFER_KB // 8:
+                        raise
+                    size //= 2
+                    self.info.notes.append(f"trace buffer reduced to {size} KiB per CPU (no memory)")
+        self.info.buffer_kb_per_cpu = int(instance.read(f"per_cpu/cpu{self.cpus[0]}/buffer_size_kb")
+                                          .split()[0])
+
+    @staticmethod
+    def _page_layout(instance: Instance) -> PageLayout | None:
+        """The raw page layout when it is the one decode_raw knows, else None (text)."""
+        try:
+            page = int(instance.read("buffer_subbuf_size_kb")) * 1024 \
+                if instance.exists("buffer_subbuf_size_kb") else os.sysconf("SC_PAGE_SIZE")
+            layout = parse_header_page(instance.tracefs.joinpath("events/header_page").read_text(), page)
+        except (OSError, ValueError):
+            return None
+        known = (layout.timestamp_offset, layout.commit_offset, layout.commit_size, layout.data_offset)
+        expected = (RAW_LAYOUT.timestamp_offset, RAW_LAYOUT.commit_offset, RAW_LAYOUT.commit_size,
+                    RAW_LAYOUT.data_offset)
+        return layout if known == expected else None
+
+    # -- record ---------------------------------------------------------------
+    @property
+    def instance(self) -> Instance:
+        if self._instance is None:
+            raise RuntimeError("the trace session is not open")
+        return self._instance
+
+    def start(self) -> None:
+        """Empty the buffers and start recording."""
+        instance = self.instance
+        instance.write("trace", "")  # truncating `trace` empties the instance's buffers
+        self._lost_before = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) for cpu in self.cpus}
+        instance.write("tracing_on", "1")
+        self._started_ticks = _now_ticks()
+
+    def stop(self) -> Capture:
+        """Stop recording and read everything recorded since start()."""
+        stopped_ticks = _now_ticks()
+        instance = self.instance
+        instance.write("tracing_on", "0")
+        lost = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) - self._lost_before.get(cpu, 0)
+                for cpu in self.cpus}
+        assert self.trace_clock is not None
+        missed = 0
+        if self._layout is not None:
+            pages = {cpu: self._read_raw(cpu) for cpu in self.cpus}
+            events, missed = decode_raw(pages, self._formats, self._layout, self.trace_clock.to_ns,
+                                        self.symbols)
+        else:
+            with open(instance.file("trace")) as lines:
+                events = parse_text(lines, self.trace_clock.to_ns)
+        start_ns, end_ns = (int(v) for v in self.clock.timestamp_ns(
+            np.array([self._started_ticks, stopped_ticks], np.uint64)))
+        return Capture(events, _coverage(events, self.cpus, start_ns, end_ns, lost), missed)
+
+    def _read_raw(self, cpu: int) -> bytes:
+        """All pages of one CPU's buffer (consumed), each padded to a full page."""
+        assert self._layout is not None
+        page = self._layout.page_size
+        chunks = []
+        fd = os.open(self.instance.file(f"per_cpu/cpu{cpu}/trace_pipe_raw"), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, page)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk.ljust(page, b"\0"))
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
+
+    # -- restore ----------------------------------------------------------------
+    def close(self) -> None:
+        """Remove the instance and unmount what we mounted (safe to call twice)."""
+        if self._instance is not None:
+            try:
+                self._instance.remove()
+            except OSError as error:
+                self.info.notes.append(f"instance {self._instance.name} could not be removed "
+                                       f"({error.strerror}); `noisescope cleanup` removes it later")
+                _quiesce(self._instance)
+            self._instance = None
+        if self._mount is not None:
+            note = release_mount(self._mount)
+            if note:
+                self.info.notes.append(f"tracefs {note}")
+            self._mount = None
+
+
+def _quiesce(instance: Instance) -> None:
+    """Leave an instance we could not remove recording nothing, with small buffers."""
+    for relative, value in (("tracing_on", "0"), ("events/enable", "0"), ("buffer_size_kb", "1")):
+        try:
+            instance.write(relative, value)
+        except OSError:
+            pass
+
+
+def _coverage(events: TraceEvents, cpus: tuple[int, ...], start_ns: int, end_ns: int,
+              lost: dict[int, int]) -> Table:
+    """When each CPU's trace is complete: from start to stop, or, where events
+    were lost (the buffer filled; newer events were dropped), to its last event."""
+    ends = []
+    for cpu in cpus:
+        end = end_ns
+        if lost.get(cpu):
+            stamps = np.concatenate([events.events.where(cpu=cpu)["timestamp_ns"],
+                                     events.switches.where(cpu=cpu)["timestamp_ns"]])
+            end = int(stamps.max()) if len(stamps) else start_ns
+        ends.append(end)
+    return Table({"cpu": np.array(cpus, np.int32), "start_ns": np.full(len(cpus), start_ns, np.int64),
+                  "end_ns": np.array(ends, np.int64),
+                  "lost_events": np.array([lost.get(c, 0) for c in cpus], np.int64)})
