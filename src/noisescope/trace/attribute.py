@@ -240,9 +240,11 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     stream: list[tuple[int, int, str, int, str]] = []  # (ts, order, name, number, text)
     for i, row in enumerate(zip(events["timestamp_ns"].tolist(), events["event"].tolist(),
                                 events["number"].tolist(), events["name"].tolist(), strict=True)):
-        stream.append((row[0], 2 * i, row[1], row[2], row[3]))
+        stream.append((row[0], i, row[1], row[2], row[3]))
+    # At equal times: overlays end, then tasks switch, then overlays begin,
+    # then the events in the order the kernel recorded them.
     for ts, name, number, text in _overlays(events, labels, osnoise):
-        stream.append((ts, -1 if name == "overlay_entry" else 2 * number + 1, name, number, text))
+        stream.append((ts, -1 if name == "overlay_entry" else -3, name, number, text))
     for ts, pid, comm in zip(switches["timestamp_ns"].tolist(), switches["next_pid"].tolist(),
                              switches["next_comm"].tolist(), strict=True):
         stream.append((ts, -2, "sched_switch", pid, comm))
