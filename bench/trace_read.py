@@ -51,11 +51,11 @@ def main() -> None:
             parse_s, parsed = cpu_seconds(lambda t=text: parse_text(t.splitlines(), to_ns))
             text_read.append(read_s)
             text_parse.append(parse_s)
-        raw_read, pages = cpu_seconds(lambda: {cpu: session._read_raw(cpu) for cpu in cpus})
+        raw_read, pages = cpu_seconds(lambda: {cpu: b"".join(session.raw_batches(cpu)) for cpu in cpus})
         raw_decode = []
         for _ in range(args.rounds):
             decode_s, (decoded, _) = cpu_seconds(
-                lambda: decode_raw(pages, session._formats, session._layout, to_ns, session.symbols))
+                lambda: decode_raw(pages, session.formats, session.layout, to_ns, session.symbols))
             raw_decode.append(decode_s)
     events = parsed.events.rows + parsed.switches.rows
     assert decoded.events.rows + decoded.switches.rows == events, "the readers disagree"

@@ -151,9 +151,14 @@ def _json_default(value):
 
 
 def _write_table(table: Table, path: Path) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(table.to_arrow(), path, compression="zstd")
+    arrow = table.to_arrow()
+    # Dictionary pages only for strings: for numeric columns (timestamps,
+    # durations) they cost tens of MB while writing and save nothing.
+    strings = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
+    pq.write_table(arrow, path, compression="zstd", use_dictionary=strings)
 
 
 def _read_table(path: Path) -> Table:

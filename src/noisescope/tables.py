@@ -67,7 +67,7 @@ class Table(Mapping[str, np.ndarray]):
     def to_arrow(self):
         import pyarrow as pa
 
-        return pa.table({name: pa.array(values) for name, values in self._columns.items()})
+        return pa.table({name: _arrow_column(values) for name, values in self._columns.items()})
 
     @classmethod
     def from_arrow(cls, table) -> Table:
@@ -77,3 +77,18 @@ class Table(Mapping[str, np.ndarray]):
         import pandas as pd
 
         return pd.DataFrame(self._columns)
+
+
+def _arrow_column(values: np.ndarray):
+    """Arrow array of a column; strings (object columns) dictionary-encoded:
+    they repeat a few values (event names, commands), and plain Arrow
+    strings would cost a copy of every one of them."""
+    import pyarrow as pa
+
+    if values.dtype != object:
+        return pa.array(values)
+    ids: dict = {}
+    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
+    distinct = list(ids)
+    kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))

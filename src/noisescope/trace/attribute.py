@@ -30,6 +30,7 @@ events of that class.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,13 +101,14 @@ class _TimelineBuilder:
         self.labels = labels
         self.tasks = tasks
         self.osnoise = osnoise  # classes taken from osnoise events
-        self.context_labels: list[int] = []
+        # compact arrays: a long trace has millions of segments
+        self.context_labels = array("i")
         self.stack: list[_Open] = []
-        self.starts: list[int] = []
-        self.contexts: list[int] = []
-        self.task_ids: list[int] = []
-        self.pids: list[int] = []
-        self.sinces: list[int] = []
+        self.starts = array("q")
+        self.contexts = array("q")
+        self.task_ids = array("q")
+        self.pids = array("q")
+        self.sinces = array("q")
         self.task = -1
         self.pid = -1
         self.since = np.iinfo(np.int64).min
@@ -182,10 +184,6 @@ class _TimelineBuilder:
                     break
         elif name in ("page_fault_user", "page_fault_kernel"):
             self.push("fault", 0, labels.id("fault", name[len("page_fault_"):]))
-        elif name == "overlay_entry":  # number: the overlay's key, text: its label id
-            self.push("overlay", number, int(text))
-        elif name == "overlay_exit":
-            self.pop("overlay", number)
         self.mark(ts)
 
     def switch(self, ts: int, next_pid: int, next_comm: str) -> None:
@@ -194,23 +192,18 @@ class _TimelineBuilder:
         self.mark(ts)
 
 
-def _overlays(events: Table, labels: Labels, osnoise: set[str]) -> list[tuple[int, str, int, str]]:
-    """Synthetic entry/exit pairs for activity known by its end and length:
-    NMIs (nmi_handler fires when the handler is done) and osnoise events."""
-    out: list[tuple[int, str, int, str]] = []
-    for i, (ts, name, number, text) in enumerate(zip(events["timestamp_ns"].tolist(),
-                                                     events["event"].tolist(),
-                                                     events["number"].tolist(),
-                                                     events["name"].tolist(), strict=True)):
-        if name == "nmi_handler":
-            label = labels.id("nmi", text)
-        elif OSNOISE_CLASSES.get(name) in osnoise:
-            label = _osnoise_label(labels, name, text)
-        else:
-            continue
-        out.append((ts - max(number, 0), "overlay_entry", i, str(label)))
-        out.append((ts, "overlay_exit", i, ""))
-    return out
+def _overlays(events: Table, labels: Labels, osnoise: set[str]) -> tuple[np.ndarray, np.ndarray,
+                                                                         np.ndarray]:
+    """Activity known by its end and length: NMIs (nmi_handler fires when the
+    handler is done) and osnoise events. (event index, start, label id)."""
+    wanted = ["nmi_handler"] + [name for name, cls in OSNOISE_CLASSES.items() if cls in osnoise]
+    index = np.flatnonzero(np.isin(events["event"], wanted))
+    label = np.array([labels.id("nmi", text) if name == "nmi_handler" else
+                      _osnoise_label(labels, name, text)
+                      for name, text in zip(events["event"][index].tolist(),
+                                            events["name"][index].tolist(), strict=True)], np.int64)
+    start = events["timestamp_ns"][index] - np.maximum(events["number"][index], 0)
+    return index, start, label.reshape(-1)
 
 
 def _osnoise_label(labels: Labels, name: str, text: str) -> int:
@@ -230,39 +223,55 @@ def osnoise_classes(events: Table, switches: Table) -> set[str]:
             if name in present and not present.intersection(NATIVE_CLASSES[cls])}
 
 
+# Kinds of items in a CPU's merged stream, in the order they are handled at
+# equal times: overlays end, tasks switch, overlays begin, then the events in
+# the order the kernel recorded them.
+_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT = range(4)
+_BATCH = 65_536
+
+
 def build_timeline(events: Table, switches: Table, labels: Labels,
                    tasks: dict[tuple[int, str], int], osnoise: set[str]) -> Timeline:
-    """Replay one CPU's events (both tables already restricted to it, by time)."""
+    """Replay one CPU's events (both tables restricted to it, each by time)."""
     builder = _TimelineBuilder(labels, tasks, osnoise)
     if switches.rows:
         builder.pid = int(switches["prev_pid"][0])
         builder.task = builder.task_id(builder.pid, switches["prev_comm"][0])
-    stream: list[tuple[int, int, str, int, str]] = []  # (ts, order, name, number, text)
-    for i, row in enumerate(zip(events["timestamp_ns"].tolist(), events["event"].tolist(),
-                                events["number"].tolist(), events["name"].tolist(), strict=True)):
-        stream.append((row[0], i, row[1], row[2], row[3]))
-    # At equal times: overlays end, then tasks switch, then overlays begin,
-    # then the events in the order the kernel recorded them.
-    for ts, name, number, text in _overlays(events, labels, osnoise):
-        stream.append((ts, -1 if name == "overlay_entry" else -3, name, number, text))
-    for ts, pid, comm in zip(switches["timestamp_ns"].tolist(), switches["next_pid"].tolist(),
-                             switches["next_comm"].tolist(), strict=True):
-        stream.append((ts, -2, "sched_switch", pid, comm))
-    stream.sort(key=lambda item: (item[0], item[1]))
+    overlay, overlay_start, overlay_label = _overlays(events, labels, osnoise)
+    ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
+    kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
+                      [len(ev_ts), len(sw_ts), len(overlay), len(overlay)])
+    refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(len(overlay)),
+                           np.arange(len(overlay))])
+    order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start,
+                                                      ev_ts[overlay]])))
+    names, numbers, texts = events["event"], events["number"], events["name"]
+    next_pid, next_comm = switches["next_pid"], switches["next_comm"]
     builder.mark(np.iinfo(np.int64).min)
-    for ts, _, name, number, text in stream:
-        if name == "sched_switch":
-            builder.switch(ts, number, text)
-        else:
-            builder.event(ts, name, number, text)
-    context_labels = np.array(builder.context_labels + [-1], np.int32)
-    contexts = np.array(builder.contexts, np.int64)
-    times = np.concatenate([events["timestamp_ns"], switches["timestamp_ns"]])
+    for first in range(0, len(order), _BATCH):  # a batch at a time keeps memory flat
+        batch = order[first:first + _BATCH]
+        for kind, ref in zip(kinds[batch].tolist(), refs[batch].tolist(), strict=True):
+            if kind == _EVENT:
+                builder.event(int(ev_ts[ref]), names[ref], int(numbers[ref]), texts[ref])
+            elif kind == _SWITCH:
+                builder.switch(int(sw_ts[ref]), int(next_pid[ref]), next_comm[ref])
+            elif kind == _OVERLAY_ENTRY:
+                builder.push("overlay", ref, int(overlay_label[ref]))
+                builder.mark(int(overlay_start[ref]))
+            else:
+                builder.pop("overlay", ref)
+                builder.mark(int(ev_ts[overlay[ref]]))
+    context_labels = np.append(np.frombuffer(builder.context_labels, np.int32), np.int32(-1))
+    times = np.concatenate([ev_ts, sw_ts])
     pids = np.concatenate([events["pid"], switches["prev_pid"]])
-    order = np.argsort(times, kind="stable")
-    return Timeline(np.array(builder.starts, np.int64), context_labels[contexts],
-                    np.array(builder.task_ids, np.int32), np.array(builder.pids, np.int64),
-                    np.array(builder.sinces, np.int64), times[order], pids[order])
+    by_time = np.argsort(times, kind="stable")
+    return Timeline(_array(builder.starts), context_labels[_array(builder.contexts)],
+                    _array(builder.task_ids), _array(builder.pids), _array(builder.sinces),
+                    times[by_time], pids[by_time])
+
+
+def _array(values: array) -> np.ndarray:
+    return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
 
 
 @dataclass
@@ -291,7 +300,6 @@ def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
     primary = np.full(n, labels.id("untraced"), np.int32)
     event_counts = np.zeros(n, np.int32)
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # span index, label, ns
-    trace = trace.sorted()
     osnoise = osnoise_classes(trace.events, trace.switches)
     for cpu in np.unique(spans["cpu"]).tolist():
         index = np.flatnonzero(spans["cpu"] == cpu)
@@ -304,8 +312,8 @@ def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
         index, starts, ends = index[traced], starts[traced], ends[traced]
         if len(index) == 0:
             continue
-        timeline = build_timeline(trace.events.where(cpu=cpu), trace.switches.where(cpu=cpu),
-                                  labels, tasks, osnoise)
+        timeline = build_timeline(_by_time(trace.events.where(cpu=cpu)),
+                                  _by_time(trace.switches.where(cpu=cpu)), labels, tasks, osnoise)
         event_counts[index] = (np.searchsorted(timeline.event_times, ends, side="right")
                                - np.searchsorted(timeline.event_times, starts, side="left"))
         span_rows, label_rows, ns_rows = _split(timeline, starts, ends, labels, tasks)
@@ -324,6 +332,15 @@ def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
                "start_ns": spans["start_ns"][span_index],
                "cause": pairs[label_index, 0], "detail": pairs[label_index, 1],
                "duration_ns": ns.astype(np.int64)}))
+
+
+def _by_time(table: Table) -> Table:
+    """The table in time order (stable), without a copy when it already is."""
+    ts = table["timestamp_ns"]
+    if len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1])):
+        return table
+    order = np.argsort(ts, kind="stable")
+    return Table({name: values[order] for name, values in table.items()})
 
 
 def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Labels,

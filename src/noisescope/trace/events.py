@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import struct
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +111,8 @@ class TraceEvents:
         parts = list(parts)
         if not parts:
             return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
         return cls(Table.concat(p.events for p in parts), Table.concat(p.switches for p in parts))
 
     def sorted(self) -> TraceEvents:
@@ -249,8 +252,8 @@ class RawRecords:
 
 def walk_pages(data: bytes, layout: PageLayout) -> RawRecords:
     """Every data record on the pages in `data` (a whole number of pages)."""
-    offsets: list[int] = []
-    stamps: list[int] = []
+    offsets = array("q")  # compact: a long recording has millions of records
+    stamps = array("Q")
     missed = 0
     unpack_u32 = struct.Struct("=I").unpack_from
     unpack_u64 = struct.Struct("=Q").unpack_from
@@ -288,7 +291,8 @@ def walk_pages(data: bytes, layout: PageLayout) -> RawRecords:
                 offsets.append(pos + 4)
                 stamps.append(ts)
                 pos += 4 + 4 * kind
-    return RawRecords(data, np.array(offsets, np.int64), np.array(stamps, np.uint64), missed)
+    return RawRecords(data, np.frombuffer(offsets, np.int64) if offsets else np.zeros(0, np.int64),
+                      np.frombuffer(stamps, np.uint64) if stamps else np.zeros(0, np.uint64), missed)
 
 
 def _gather(data: np.ndarray, offsets: np.ndarray, field: Field) -> np.ndarray:
@@ -310,48 +314,66 @@ class Symbols:
         addresses = list(addresses)
         wanted = {a for a in addresses if a and a not in self._names}
         if wanted:
+            prefixes = {f"{address:016x}": address for address in wanted}
             try:
-                text = "\n" + self.kallsyms.read_text()
+                with open(self.kallsyms) as lines:  # line by line: the file is megabytes
+                    for line in lines:
+                        address = prefixes.get(line[:16])
+                        if address is not None and address not in self._names:
+                            parts = line.split()
+                            if len(parts) >= 3:
+                                self._names[address] = parts[2]
             except OSError:
-                text = ""
-            for address in wanted:  # a substring search beats parsing every line
-                at = text.find(f"\n{address:016x} ")
-                if at >= 0:
-                    line = text[at + 1:text.find("\n", at + 1)].split()
-                    if len(line) >= 3:
-                        self._names[address] = line[2]
+                pass
+            for address in wanted - self._names.keys():  # not there: do not look again
+                self._names[address] = f"0x{address:x}"
         return {a: self._names.get(a, f"0x{a:x}") for a in addresses}
+
+
+class RawDecoder:
+    """Decodes raw pages into event tables, one batch of pages at a time (so
+    a long recording never sits in memory as raw pages and as tables at once)."""
+
+    def __init__(self, formats: dict[str, EventFormat], layout: PageLayout, to_ns: ToNs,
+                 symbols: Symbols | None = None):
+        self.layout = layout
+        self.to_ns = to_ns
+        self.symbols = symbols or Symbols()
+        self.by_id = {fmt.id: fmt for fmt in formats.values()}
+        self.intern = _Interner()
+        self.missed_pages = 0  # pages the kernel flagged as following lost events
+
+    def decode(self, cpu: int, pages: bytes) -> TraceEvents:
+        """The events on `pages` (a whole number of pages of one CPU), by time."""
+        records = walk_pages(pages, self.layout)
+        self.missed_pages += records.missed_pages
+        event_parts, switch_parts = [], []
+        data = np.frombuffer(records.data, np.uint8)
+        ids = (data[records.offsets[:, None] + np.arange(2)].copy().view("=u2").ravel()
+               if len(records.offsets) else np.zeros(0, np.uint16))
+        for ident in np.unique(ids):
+            fmt = self.by_id.get(int(ident))
+            if fmt is None:
+                continue
+            chosen = ids == ident
+            offsets, stamps = records.offsets[chosen], self.to_ns(records.timestamps[chosen])
+            if fmt.name == SCHED_SWITCH.name:
+                switch_parts.append(_raw_switches(cpu, data, offsets, stamps, fmt, self.intern))
+            else:
+                event_parts.append(_raw_events(cpu, records.data, data, offsets, stamps, fmt,
+                                               self.intern, self.symbols))
+        empty = TraceEvents.empty()
+        return TraceEvents(Table.concat(event_parts) if event_parts else empty.events,
+                           Table.concat(switch_parts) if switch_parts else empty.switches).sorted()
 
 
 def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
                layout: PageLayout, to_ns: ToNs, symbols: Symbols | None = None) -> tuple[TraceEvents, int]:
-    """Decode raw pages of each CPU; returns the events and how many pages
+    """Decode the raw pages of each CPU; returns the events and how many pages
     the kernel flagged as following lost events."""
-    intern = _Interner()
-    symbols = symbols or Symbols()
-    by_id = {fmt.id: fmt for fmt in formats.values()}
-    event_parts, switch_parts, missed = [], [], 0
-    for cpu, pages in sorted(per_cpu_pages.items()):
-        records = walk_pages(pages, layout)
-        missed += records.missed_pages
-        if len(records.offsets) == 0:
-            continue
-        data = np.frombuffer(records.data, np.uint8)
-        ids = data[records.offsets[:, None] + np.arange(2)].copy().view("=u2").ravel()
-        for ident in np.unique(ids):
-            fmt = by_id.get(int(ident))
-            if fmt is None:
-                continue
-            chosen = ids == ident
-            offsets, stamps = records.offsets[chosen], records.timestamps[chosen]
-            if fmt.name == SCHED_SWITCH.name:
-                switch_parts.append(_raw_switches(cpu, data, offsets, to_ns(stamps), fmt, intern))
-            else:
-                event_parts.append(_raw_events(cpu, records.data, data, offsets, to_ns(stamps), fmt,
-                                               intern, symbols))
-    events = TraceEvents(Table.concat(event_parts) if event_parts else TraceEvents.empty().events,
-                         Table.concat(switch_parts) if switch_parts else TraceEvents.empty().switches)
-    return events.sorted(), missed
+    decoder = RawDecoder(formats, layout, to_ns, symbols)
+    parts = [decoder.decode(cpu, pages) for cpu, pages in sorted(per_cpu_pages.items())]
+    return TraceEvents.concat(parts), decoder.missed_pages
 
 
 def _strings(values: np.ndarray, intern: _Interner) -> list[str]:

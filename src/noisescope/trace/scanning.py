@@ -4,6 +4,8 @@ cost, and the attribution of the detours at the end."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,6 +21,15 @@ from .session import FAULT_FILTER, Capture, TraceSession
 from .tracefs import TracingUnavailable
 
 DEFAULT_COST_REFERENCE_NS = 2_000_000_000
+
+
+def release_free_memory() -> None:
+    """Hand freed heap memory back to the system (glibc keeps large freed
+    arrays in the heap otherwise, and the scan's peak memory grows)."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,7 @@ class ScanTracing:
         finally:
             try:
                 self.captures.append((probe, self.session.stop()))
+                release_free_memory()
             except KeyboardInterrupt:
                 # Interrupted while reading the buffers: the probe's data is
                 # kept, its trace is not.
@@ -106,6 +118,7 @@ class ScanTracing:
         detours = tables.get("detours")
         if detours is not None and detours.rows and trace.events.rows + trace.switches.rows:
             attribution = attribute(detours, trace, coverage)
+            release_free_memory()
             tables["detours"] = attribution.annotate(detours)
             tables["detour_causes"] = attribution.causes
             summaries["attribution"] = attribution_summary(tables["detours"], attribution.causes, trace)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,9 +36,9 @@ from .events import (
     TRACEPOINTS,
     EventFormat,
     PageLayout,
+    RawDecoder,
     Symbols,
     TraceEvents,
-    decode_raw,
     parse_format,
     parse_header_page,
     parse_text,
@@ -67,6 +68,7 @@ MEMORY_SHARE = 0.25  # never ask for more than this share of MemAvailable in all
 FAULT_FILTER = 'comm ~ "ns-*"'
 FAULT_SYSTEM = "exceptions"
 RAW_LAYOUT = PageLayout()  # the page layout decode_raw is tested against
+PAGES_PER_BATCH = 256  # raw pages read and decoded at a time
 
 
 def buffer_kb_for(recording_ns: int, cpus: int, mem_available_kb: int | None) -> int:
@@ -168,8 +170,8 @@ class TraceSession:
         self.trace_clock: TraceClock | None = None
         self._mount: Mount | None = None
         self._instance: Instance | None = None
-        self._formats: dict[str, EventFormat] = {}
-        self._layout: PageLayout | None = None
+        self.formats: dict[str, EventFormat] = {}
+        self.layout: PageLayout | None = None
         self._started_ticks = 0
         self._lost_before: dict[int, int] = {}
 
@@ -210,15 +212,15 @@ class TraceSession:
             if instance.exists(f"events/{tp.path}/enable"):
                 instance.write(f"events/{tp.path}/enable", "1")
                 self.info.events.append(tp.path)
-                self._formats[tp.name] = parse_format(instance.read(f"events/{tp.path}/format"))
+                self.formats[tp.name] = parse_format(instance.read(f"events/{tp.path}/format"))
             else:
                 self.info.missing_events.append(tp.path)
         if SCHED_SWITCH.path not in self.info.events:
             raise TracingUnavailable("this kernel has no sched_switch trace event")
         if instance.exists(f"events/{FAULT_SYSTEM}/filter"):
             instance.write(f"events/{FAULT_SYSTEM}/filter", FAULT_FILTER)
-        self._layout = self._page_layout(instance)
-        self.info.reader = "raw" if self._layout else "text"
+        self.layout = self._page_layout(instance)
+        self.info.reader = "raw" if self.layout else "text"
 
     def _size_buffers(self, instance: Instance) -> None:
         size = self.requested_buffer_kb or buffer_kb_for(self.recording_ns, len(self.cpus),
@@ -279,10 +281,10 @@ class TraceSession:
                 for cpu in self.cpus}
         assert self.trace_clock is not None
         missed = 0
-        if self._layout is not None:
-            pages = {cpu: self._read_raw(cpu) for cpu in self.cpus}
-            events, missed = decode_raw(pages, self._formats, self._layout, self.trace_clock.to_ns,
-                                        self.symbols)
+        if self.layout is not None:
+            decoder = RawDecoder(self.formats, self.layout, self.trace_clock.to_ns, self.symbols)
+            parts = [decoder.decode(cpu, pages) for cpu in self.cpus for pages in self.raw_batches(cpu)]
+            events, missed = TraceEvents.concat(parts), decoder.missed_pages
         else:
             with open(instance.file("trace")) as lines:
                 events = parse_text(lines, self.trace_clock.to_ns)
@@ -290,24 +292,28 @@ class TraceSession:
             np.array([self._started_ticks, stopped_ticks], np.uint64)))
         return Capture(events, _coverage(events, self.cpus, start_ns, end_ns, lost), missed)
 
-    def _read_raw(self, cpu: int) -> bytes:
-        """All pages of one CPU's buffer (consumed), each padded to a full page."""
-        assert self._layout is not None
-        page = self._layout.page_size
-        chunks = []
+    def raw_batches(self, cpu: int) -> Iterator[bytes]:
+        """Consume a CPU's buffer: batches of raw pages, each page padded to
+        its full size."""
+        assert self.layout is not None
+        page = self.layout.page_size
         fd = os.open(self.instance.file(f"per_cpu/cpu{cpu}/trace_pipe_raw"), os.O_RDONLY | os.O_NONBLOCK)
         try:
             while True:
-                try:
-                    chunk = os.read(fd, page)
-                except BlockingIOError:
-                    break
-                if not chunk:
-                    break
-                chunks.append(chunk.ljust(page, b"\0"))
+                chunks = []
+                for _ in range(PAGES_PER_BATCH):
+                    try:
+                        chunk = os.read(fd, page)
+                    except BlockingIOError:
+                        break
+                    if not chunk:
+                        break
+                    chunks.append(chunk.ljust(page, b"\0"))
+                if not chunks:
+                    return
+                yield b"".join(chunks)
         finally:
             os.close(fd)
-        return b"".join(chunks)
 
     # -- restore ----------------------------------------------------------------
     def close(self) -> None:
