@@ -44,7 +44,7 @@ def main() -> None:
                                  statistics.mean(s["detours_per_s"] for s in summaries),
                                  max(s["run_delay_ns"] / s["measured_ns"] for s in summaries)))
     for traced in (False, True):
-        noise, rate, delay = zip(*rows[traced])
+        noise, rate, delay = zip(*rows[traced], strict=True)
         print(f"tracing {'on ' if traced else 'off'}: noise median {statistics.median(noise):.3f} % "
               f"(runs {', '.join(f'{n:.3f}' for n in noise)}), detours/s median "
               f"{statistics.median(rate):.1f}, worst run delay {100 * max(delay):.1f} %")

@@ -24,7 +24,7 @@ def local_timer_interrupts(events: Table, cpu: int) -> tuple[np.ndarray, np.ndar
         elif name == "local_timer_exit" and pending is not None:
             pairs.append((pending[0], ts, pending[1]))
             pending = None
-    entries, exits, ticks = zip(*pairs) if pairs else ((), (), ())
+    entries, exits, ticks = zip(*pairs, strict=True) if pairs else ((), (), ())
     return np.array(entries, np.int64), np.array(exits, np.int64), np.array(ticks, bool)
 
 
