@@ -55,6 +55,18 @@ def global_settings() -> dict[str, str]:
     return {n: (TRACEFS / n).read_text() for n in names if (TRACEFS / n).exists()}
 
 
+def busy_on_cpu0(seconds: float) -> None:
+    """Work on CPU 0 (an idle CPU has no tick), then go back where we were."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 def dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
@@ -74,16 +86,17 @@ def test_session_records_and_restores_everything(live_facts):
         assert "[x86-tsc]" in session.instance.read("trace_clock") or clock.counter != "tsc"
         assert session.instance.read("tracing_on").strip() == "0"
         session.start()
-        time.sleep(0.05)
+        busy_on_cpu0(0.1)
         capture = session.stop()
     assert name not in our_instances()
     assert global_settings() == before
-    # a 50 ms recording of CPU 0 holds its timer interrupts, on the clock's timeline
+    # 100 ms of work on CPU 0: its timer ticks and switches, on the clock's timeline
     events = capture.events.events
     assert set(events["cpu"].tolist()) <= {0}
     start, end = capture.coverage["start_ns"][0], capture.coverage["end_ns"][0]
     assert (events["timestamp_ns"] >= start).all() and (events["timestamp_ns"] <= end).all()
     assert (events["event"] == "local_timer_entry").sum() >= 5
+    assert capture.events.switches.rows >= 1
 
 
 @needs_tracefs

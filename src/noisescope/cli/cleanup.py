@@ -11,7 +11,7 @@ from .common import stdout
 EXAMPLES = """
 \b
 EXAMPLES
-  sudo noisescope cleanup
+  noisescope cleanup          # as root; after a run was killed with SIGKILL
 """
 
 

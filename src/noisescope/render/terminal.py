@@ -9,7 +9,7 @@ from rich.table import Table as RichTable
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
-from .trace import causes_table, trace_lines, worst_table
+from .trace import causes_table, scan_worst_table, trace_lines
 
 
 def _pct(value: float | None) -> str:
@@ -99,7 +99,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable]]] = {
     "detour": [detour_table, hourglass_table],
     "ftq": [ftq_table],
     "fwq": [fwq_table],
-    "attribution": [causes_table, worst_table],
+    "attribution": [causes_table, scan_worst_table],
 }
 
 

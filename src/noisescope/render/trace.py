@@ -8,6 +8,7 @@ from rich.table import Table as RichTable
 from ..units import format_duration
 
 SCAN_CAUSES_PER_CPU = 8  # the scan's table shows this many causes a CPU; `explain` all
+SCAN_WORST = 3  # the scan shows the longest detours of all CPUs; `explain` N per CPU
 SCAN_CHAIN_LINES = 12
 
 
@@ -57,14 +58,21 @@ def chain_line(item: dict) -> str:
     return f"{'+' + format_duration(item['offset_ns']):>10}  {what}"
 
 
-def worst_table(rows: list[dict], chain_lines: int | None = SCAN_CHAIN_LINES) -> RichTable:
+def worst_table(rows: list[dict], chain_lines: int | None = None, longest: int | None = None
+                ) -> RichTable:
+    """The worst detours of each CPU, or only the `longest` ones of all CPUs."""
     t = RichTable(title="Worst detours (kernel events inside, time from the detour's start)",
                   title_justify="left")
     for name, justify in (("CPU", "right"), ("at", "right"), ("length", "right"),
                           ("causes / events", "left")):
         t.add_column(name, justify=justify)
-    for row in rows:
-        for d in row["worst"]:
+    groups = [[(row["cpu"], d) for d in row["worst"]] for row in rows]
+    if longest is not None:
+        picked = sorted((item for group in groups for item in group),
+                        key=lambda item: -item[1]["duration_ns"])[:longest]
+        groups = [picked]
+    for group in groups:
+        for cpu, d in group:
             split = ", ".join(f"{cause_label(s['cause'], s['detail'])} {format_duration(s['duration_ns'])}"
                               for s in d["split"][:4])
             if len(d["split"]) > 4:
@@ -74,7 +82,7 @@ def worst_table(rows: list[dict], chain_lines: int | None = SCAN_CHAIN_LINES) ->
             hidden = d["more_events"] + len(d["chain"]) - len(chain)
             if hidden:
                 lines.append(f"  ... {hidden} more events")
-            t.add_row(str(row["cpu"]), f"{d['start_ns'] / 1e9:.6f} s",
+            t.add_row(str(cpu), f"{d['start_ns'] / 1e9:.6f} s",
                       format_duration(d["duration_ns"]), "\n".join(lines))
         t.add_section()
     return t
@@ -98,3 +106,7 @@ def trace_lines(manifest: dict) -> list[str]:
                      f"detours {cost['detours_per_s_increase']:+.1f}/s (traced vs a "
                      f"{format_duration(cost['reference_ns'])} untraced run)")
     return lines
+
+
+def scan_worst_table(rows: list[dict]) -> RichTable:
+    return worst_table(rows, chain_lines=SCAN_CHAIN_LINES, longest=SCAN_WORST)

@@ -163,6 +163,7 @@ class ScanTracing:
             "missing_events": info.missing_events,
             "fault_filter": FAULT_FILTER,
             "leftovers_removed": info.leftovers_removed,
+            "other_instances": info.other_instances,
             "notes": info.notes,
             "recordings": recordings,
         }

@@ -138,6 +138,7 @@ class SessionInfo:
     events: list[str] = field(default_factory=list)
     missing_events: list[str] = field(default_factory=list)
     leftovers_removed: list[str] = field(default_factory=list)
+    other_instances: list[str] = field(default_factory=list)  # other tools', left alone
     notes: list[str] = field(default_factory=list)
 
 
@@ -193,6 +194,8 @@ class TraceSession:
             self.info.notes += [f"could not remove leftover instance {f}" for f in failed]
             self._instance = Instance.create(self._mount.path, instance_name())
             self.info.instance = self._instance.name
+            self.info.other_instances = sorted(set(os.listdir(self._mount.path / "instances"))
+                                               - {self._instance.name})
             self._configure(self._instance)
         except OSError as error:
             self.close()
