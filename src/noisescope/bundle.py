@@ -22,7 +22,7 @@ from .clock import MeasurementClock
 from .diagnostics import Diagnostic
 from .errors import UsageError
 from .host import HostFacts
-from .tables import Table
+from .tables import StoredTable, Table
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -37,11 +37,11 @@ def tool_info() -> dict:
 class Bundle:
     """A measurement in memory: the manifest (a dict) and named Tables."""
 
-    def __init__(self, manifest: dict, tables: dict[str, Table] | None = None,
+    def __init__(self, manifest: dict, tables: dict[str, Table | StoredTable] | None = None,
                  path: Path | None = None):
         self.manifest = manifest
         self.path = path
-        self._tables: dict[str, Table] = dict(tables or {})
+        self._tables: dict[str, Table | StoredTable] = dict(tables or {})
 
     # -- manifest views -------------------------------------------------
     @property
@@ -94,7 +94,10 @@ class Bundle:
                 raise KeyError(f"bundle has no table {name!r} (it has: "
                                f"{', '.join(self.table_names) or 'none'})")
             self._tables[name] = _read_table(self.path / entry["file"])
-        return self._tables[name]
+        table = self._tables[name]
+        if isinstance(table, StoredTable):
+            self._tables[name] = table = table.load()
+        return table
 
     def has_table(self, name: str) -> bool:
         return name in self.table_names
@@ -124,7 +127,10 @@ class Bundle:
                 entries = {}
                 for name, table in sorted(self._tables.items()):
                     file = f"{name}.parquet"
-                    _write_table(table, partial / file)
+                    if isinstance(table, StoredTable):
+                        shutil.copyfile(table.path, partial / file)  # the caller removes its file
+                    else:
+                        _write_table(table, partial / file)
                     entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
                 self.manifest["tables"] = entries
                 with open(partial / MANIFEST, "w") as out:
@@ -137,6 +143,7 @@ class Bundle:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
         self.path = destination
+        self._tables = {n: t for n, t in self._tables.items() if not isinstance(t, StoredTable)}
         return destination
 
 

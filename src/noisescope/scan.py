@@ -197,11 +197,23 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     if "detour" in options.probes:
         check_threshold(options.threshold_ns, clock)
 
+    tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND,
+                                Path(destination) if destination is not None else None)
+    try:
+        return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
+                        argv=argv, progress=progress, destination=destination)
+    finally:
+        tracing.close()
+        tracing.discard()
+
+
+def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
+             schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
+             progress: ScanProgress | None, destination) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
-    tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND)
     try:
         with memory_locked() as locking:
             scan_plan.privileges["mlockall"] = locking
@@ -233,8 +245,9 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     finally:
         tracing.close()
     if interrupted:
+        during = results[-1].probe if results else "the untraced reference run"
         scan_plan.diagnostics.append(Diagnostic(
-            Code.INTERRUPTED, f"interrupted during {results[-1].probe}; "
+            Code.INTERRUPTED, f"interrupted during {during}; "
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted,

@@ -7,6 +7,8 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -77,6 +79,21 @@ class Table(Mapping[str, np.ndarray]):
         import pandas as pd
 
         return pd.DataFrame(self._columns)
+
+
+@dataclass(frozen=True)
+class StoredTable:
+    """A table already written to a Parquet file (too big to hold in memory,
+    e.g. a long kernel trace); a bundle moves the file in when it is written."""
+
+    path: Path
+    rows: int
+    columns: list[str]
+
+    def load(self) -> Table:
+        import pyarrow.parquet as pq
+
+        return Table.from_arrow(pq.read_table(self.path))
 
 
 def _arrow_column(values: np.ndarray):

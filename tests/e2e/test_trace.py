@@ -210,6 +210,8 @@ def test_scan_explain_and_no_trace_through_the_cli(tmp_path):
     cost = bundle.manifest["trace"]["cost"]
     assert cost["reference_ns"] == 500_000_000 and len(cost["per_cpu"]) == len(bundle.parameters["cpus"])
     assert {"cause", "cause_detail", "trace_events"} <= set(bundle.detours.columns)
+    assert bundle.events.rows == sum(r["events"] for r in bundle.manifest["trace"]["recordings"])
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no spool left
     explained = run("explain", str(out), "--worst", "2")
     assert explained.returncode == 0, explained.stderr
     assert "Causes of detours" in explained.stdout and explained.stdout.count("+") > 0
@@ -242,6 +244,7 @@ def test_interrupted_scan_keeps_its_trace_and_leaves_no_instance(tmp_path, stop)
     bundle = noisescope.load(out)
     assert not bundle.complete and bundle.events.rows > 0
     assert "attribution" in bundle.summaries
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no spool left
 
 
 @needs_tracefs

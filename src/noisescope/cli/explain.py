@@ -9,7 +9,7 @@ from ..bundle import load
 from ..errors import UsageError
 from ..render.terminal import header_lines, print_warnings
 from ..render.trace import causes_table, worst_table
-from ..trace import load_trace
+from ..trace import event_source
 from ..trace.explain import attribution_summary
 from ..units import parse_cpu_list
 from .common import stdout
@@ -31,7 +31,7 @@ def explain_command(bundle_path, cpus, worst):
     the noise, longest single), and the worst detours with the kernel events
     inside them."""
     bundle = load(bundle_path)
-    trace = load_trace(bundle)
+    trace = event_source(bundle)
     if not bundle.has_table("detour_causes"):
         raise UsageError(f"{bundle.name} has no explained detours (no detour probe ran while tracing)",
                          "scan with --probes detour")

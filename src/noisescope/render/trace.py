@@ -10,6 +10,7 @@ from ..units import format_duration
 SCAN_CAUSES_PER_CPU = 8  # the scan's table shows this many causes a CPU; `explain` all
 SCAN_WORST = 3  # the scan shows the longest detours of all CPUs; `explain` N per CPU
 SCAN_CHAIN_LINES = 12
+BUSY_COST_PCT = 1.0  # above this run delay the traced/untraced comparison is swamped
 
 
 def cause_label(cause: str, detail: str) -> str:
@@ -102,9 +103,12 @@ def trace_lines(manifest: dict) -> list[str]:
              + (f"{lost:,} lost" if lost else "none lost")]
     cost = trace.get("cost")
     if cost:
+        busy = cost.get("max_run_delay_pct", 0.0)
+        caveat = (f"; not meaningful: other tasks took {busy:.0f}% of a sampler's time"
+                  if busy > BUSY_COST_PCT else "")
         lines.append(f"tracing cost: noise {cost['noise_pct_increase']:+.3f} percentage points, "
                      f"detours {cost['detours_per_s_increase']:+.1f}/s (traced vs a "
-                     f"{format_duration(cost['reference_ns'])} untraced run)")
+                     f"{format_duration(cost['reference_ns'])} untraced run{caveat})")
     return lines
 
 

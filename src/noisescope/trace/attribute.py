@@ -37,7 +37,8 @@ import numpy as np
 
 from ..analysis.groundtruth import inside_windows
 from ..tables import Table
-from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS, TraceEvents
+from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
+from .store import EventSource
 
 CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "unexplained",
           "untraced")
@@ -54,6 +55,7 @@ OSNOISE_CLASSES = {"irq_noise": "irq", "softirq_noise": "softirq", "nmi_noise": 
 NATIVE_CLASSES = {"irq": ("irq_handler_entry", f"{LOCAL_TIMER}_entry"), "softirq": ("softirq_entry",),
                   "nmi": ("nmi_handler",), "thread": ("sched_switch",)}
 TIMER_IRQ_NAMES = {"local_timer", "arch_timer"}  # osnoise's name for the timer interrupt
+CHUNK_NS = 1_000_000_000  # spans attributed together, with their events read at once
 
 
 class Labels:
@@ -213,12 +215,9 @@ def _osnoise_label(labels: Labels, name: str, text: str) -> int:
     return labels.id(cause, text.strip())
 
 
-def osnoise_classes(events: Table, switches: Table) -> set[str]:
-    """Classes of activity to take from osnoise events: those the trace has
-    osnoise events for but no entry/exit events."""
-    present = set(np.unique(events["event"]).tolist()) if events.rows else set()
-    if switches.rows:
-        present.add("sched_switch")
+def osnoise_classes(present: set[str]) -> set[str]:
+    """Classes of activity to take from osnoise events: those the trace
+    (with these event names) has osnoise events for but no entry/exit events."""
     return {cls for name, cls in OSNOISE_CLASSES.items()
             if name in present and not present.intersection(NATIVE_CLASSES[cls])}
 
@@ -287,11 +286,13 @@ class Attribution:
         return Table({**spans, **self.primary})
 
 
-def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
+def attribute(spans: Table, trace: EventSource, coverage: Table) -> Attribution:
     """Split each span (cpu, start_ns, duration_ns) into causes.
 
+    `trace` gives the events by CPU and time (in memory or Parquet);
     `coverage` (cpu, start_ns, end_ns) says when each CPU was traced without
-    loss; spans not entirely inside it are `untraced`."""
+    loss; spans not entirely inside it are `untraced`. The spans of a CPU
+    are taken CHUNK_NS at a time, so only their events are in memory."""
     labels = Labels()
     for cause in CAUSES:
         labels.id(cause)
@@ -300,9 +301,10 @@ def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
     primary = np.full(n, labels.id("untraced"), np.int32)
     event_counts = np.zeros(n, np.int32)
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # span index, label, ns
-    osnoise = osnoise_classes(trace.events, trace.switches)
+    osnoise = osnoise_classes(trace.event_names())
     for cpu in np.unique(spans["cpu"]).tolist():
         index = np.flatnonzero(spans["cpu"] == cpu)
+        index = index[np.argsort(spans["start_ns"][index], kind="stable")]
         starts = spans["start_ns"][index]
         ends = starts + spans["duration_ns"][index]
         traced = inside_windows(starts, ends, coverage.where(cpu=cpu))
@@ -310,15 +312,16 @@ def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
         rows.append((untraced, np.full(len(untraced), labels.id("untraced"), np.int32),
                      spans["duration_ns"][untraced]))
         index, starts, ends = index[traced], starts[traced], ends[traced]
-        if len(index) == 0:
-            continue
-        timeline = build_timeline(_by_time(trace.events.where(cpu=cpu)),
-                                  _by_time(trace.switches.where(cpu=cpu)), labels, tasks, osnoise)
-        event_counts[index] = (np.searchsorted(timeline.event_times, ends, side="right")
-                               - np.searchsorted(timeline.event_times, starts, side="left"))
-        span_rows, label_rows, ns_rows = _split(timeline, starts, ends, labels, tasks)
-        rows.append((index[span_rows], label_rows, ns_rows))
-        primary[index] = _primary(len(index), span_rows, label_rows, ns_rows, labels)
+        for chunk in _chunks(starts):
+            part = trace.read(cpu, int(starts[chunk][0]), int(ends[chunk].max()))
+            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise)
+            chunk_index, chunk_starts, chunk_ends = index[chunk], starts[chunk], ends[chunk]
+            event_counts[chunk_index] = (
+                np.searchsorted(timeline.event_times, chunk_ends, side="right")
+                - np.searchsorted(timeline.event_times, chunk_starts, side="left"))
+            span_rows, label_rows, ns_rows = _split(timeline, chunk_starts, chunk_ends, labels, tasks)
+            rows.append((chunk_index[span_rows], label_rows, ns_rows))
+            primary[chunk_index] = _primary(len(chunk_index), span_rows, label_rows, ns_rows, labels)
     span_index = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
     label_index = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0, np.int32)
     ns = np.concatenate([r[2] for r in rows]) if rows else np.zeros(0, np.int64)
@@ -334,13 +337,17 @@ def attribute(spans: Table, trace: TraceEvents, coverage: Table) -> Attribution:
                "duration_ns": ns.astype(np.int64)}))
 
 
-def _by_time(table: Table) -> Table:
-    """The table in time order (stable), without a copy when it already is."""
-    ts = table["timestamp_ns"]
-    if len(ts) < 2 or bool(np.all(ts[1:] >= ts[:-1])):
-        return table
-    order = np.argsort(ts, kind="stable")
-    return Table({name: values[order] for name, values in table.items()})
+def _chunks(starts: np.ndarray) -> list[slice]:
+    """Consecutive runs of (sorted) span starts, each within CHUNK_NS.
+
+    Replaying a chunk's events from an empty state is exact: when a span
+    begins, its owner is running, so no handler is open on the CPU."""
+    if len(starts) == 0:
+        return []
+    chunk_of = (starts - starts[0]) // CHUNK_NS
+    edges = np.flatnonzero(np.diff(chunk_of)) + 1
+    bounds = [0, *edges.tolist(), len(starts)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Labels,

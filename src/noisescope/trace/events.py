@@ -119,6 +119,20 @@ class TraceEvents:
         """Ordered by CPU, then time (stable: equal times keep buffer order)."""
         return TraceEvents(_sort(self.events), _sort(self.switches))
 
+    def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
+        """Events of one CPU with start_ns <= time <= end_ns, in time order."""
+        return TraceEvents(_between(self.events, cpu, start_ns, end_ns),
+                           _between(self.switches, cpu, start_ns, end_ns)).sorted()
+
+    def event_names(self) -> set[str]:
+        names = set(np.unique(self.events["event"]).tolist()) if self.events.rows else set()
+        return names | ({SCHED_SWITCH.name} if self.switches.rows else set())
+
+
+def _between(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
+    ts = table["timestamp_ns"]
+    return table.filter((table["cpu"] == cpu) & (ts >= start_ns) & (ts <= end_ns))
+
 
 def _sort(table: Table) -> Table:
     if table.rows == 0:

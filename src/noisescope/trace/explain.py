@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tables import Table
-from .events import TraceEvents
+from .store import EventSource
 
 WORST_PER_CPU = 3  # worst detours stored per CPU by a scan
 MAX_CHAIN = 20  # events listed per detour (the rest are counted)
@@ -38,17 +38,18 @@ def breakdown(detours: Table, causes: Table, cpu: int) -> list[dict]:
     return out
 
 
-def chain(trace: TraceEvents, cpu: int, start_ns: int, end_ns: int) -> tuple[list[dict], int]:
+def chain(trace: EventSource, cpu: int, start_ns: int, end_ns: int) -> tuple[list[dict], int]:
     """The events of one CPU inside [start, end], as offsets from start;
     returns at most MAX_CHAIN and the number left out."""
     items = []
-    events = _between(trace.events, cpu, start_ns, end_ns)
+    inside = trace.read(cpu, start_ns, end_ns)
+    events = inside.events
     for ts, name, pid, number, text in zip(events["timestamp_ns"].tolist(), events["event"].tolist(),
                                            events["pid"].tolist(), events["number"].tolist(),
                                            events["name"].tolist(), strict=True):
         items.append({"offset_ns": ts - start_ns, "event": name, "pid": pid, "number": number,
                       "name": text})
-    switches = _between(trace.switches, cpu, start_ns, end_ns)
+    switches = inside.switches
     for row in zip(*(switches[c].tolist() for c in ("timestamp_ns", "prev_comm", "prev_pid",
                                                     "prev_state", "next_comm", "next_pid")),
                    strict=True):
@@ -59,12 +60,7 @@ def chain(trace: TraceEvents, cpu: int, start_ns: int, end_ns: int) -> tuple[lis
     return items[:MAX_CHAIN], max(0, len(items) - MAX_CHAIN)
 
 
-def _between(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
-    ts, cpus = table["timestamp_ns"], table["cpu"]
-    return table.filter((cpus == cpu) & (ts >= start_ns) & (ts <= end_ns))
-
-
-def worst_detours(detours: Table, causes: Table, trace: TraceEvents, cpu: int,
+def worst_detours(detours: Table, causes: Table, trace: EventSource, cpu: int,
                   count: int) -> list[dict]:
     """The `count` longest detours of a CPU with their split and event chain."""
     mine = detours.where(cpu=cpu)
@@ -86,7 +82,7 @@ def worst_detours(detours: Table, causes: Table, trace: TraceEvents, cpu: int,
     return out
 
 
-def attribution_summary(detours: Table, causes: Table, trace: TraceEvents,
+def attribution_summary(detours: Table, causes: Table, trace: EventSource,
                         worst: int = WORST_PER_CPU) -> list[dict]:
     """summaries["attribution"]: one row per CPU with detours."""
     rows = []

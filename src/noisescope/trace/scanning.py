@@ -1,13 +1,19 @@
 """Tracing as `noisescope scan` uses it: one session for the whole scan, one
 recording per probe run, an untraced reference run to measure tracing's own
-cost, and the attribution of the detours at the end."""
+cost, and the attribution of the detours at the end.
+
+When the scan writes a bundle, the decoded events are spooled to Parquet
+files next to it (`.NAME.trace-PID/`) instead of memory, and the bundle
+copies them in; without a destination they stay in memory."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +24,7 @@ from .attribute import attribute
 from .events import TraceEvents
 from .explain import attribution_summary
 from .session import FAULT_FILTER, Capture, TraceSession
+from .store import EventSource, EventSpool
 from .tracefs import TracingUnavailable
 
 DEFAULT_COST_REFERENCE_NS = 2_000_000_000
@@ -50,11 +57,13 @@ class ScanTracing:
     reference: list[dict] | None = None  # detour summaries of the untraced run
     diagnostics: list[Diagnostic] = field(default_factory=list)
     interrupted_collection: bool = False
+    spool: EventSpool | None = None
 
     @classmethod
     def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
-              recording_ns: int) -> ScanTracing:
-        """Check and set up tracing; without it, say why (the scan goes on)."""
+              recording_ns: int, destination: Path | None = None) -> ScanTracing:
+        """Check and set up tracing; without it, say why (the scan goes on).
+        With a destination, events are spooled beside it."""
         if not options.enabled:
             return cls(options, reason="turned off (--no-trace)")
         session = TraceSession(cpus, clock, buffer_kb=options.buffer_kb, recording_ns=recording_ns)
@@ -65,7 +74,10 @@ class ScanTracing:
             tracing.diagnostics.append(Diagnostic(
                 Code.TRACING_UNAVAILABLE, f"detours are not explained: {why}"))
             return tracing
-        return cls(options, session)
+        spool = None
+        if destination is not None:
+            spool = EventSpool(destination.parent / f".{destination.name}.trace-{os.getpid()}")
+        return cls(options, session, spool=spool)
 
     @property
     def active(self) -> bool:
@@ -80,7 +92,8 @@ class ScanTracing:
             result = run()
         finally:
             try:
-                self.captures.append((probe, self.session.stop()))
+                self.captures.append((probe, self.session.stop(self.spool.append if self.spool
+                                                               else None)))
                 release_free_memory()
             except KeyboardInterrupt:
                 # Interrupted while reading the buffers: the probe's data is
@@ -92,12 +105,22 @@ class ScanTracing:
         return self.active and self.options.cost_reference_ns > 0 and self.reference is None
 
     def close(self) -> None:
+        """Restore the kernel's tracing state (right after the probes)."""
         if self.session is not None:
             self.session.close()
 
+    def discard(self) -> None:
+        """Remove the spool (once the bundle holds its copy, or on failure)."""
+        if self.spool is not None:
+            self.spool.discard()
+
     # -- results -------------------------------------------------------------------
-    def trace_events(self) -> TraceEvents:
-        return TraceEvents.concat(capture.events for _, capture in self.captures)
+    def _events(self) -> tuple[EventSource, dict[str, Table]]:
+        """Where the recorded events are, and the bundle tables holding them."""
+        if self.spool is not None:
+            return self.spool.finish(), self.spool.stored_tables()
+        trace = TraceEvents.concat(c.events for _, c in self.captures if c.events is not None)
+        return trace, {"events": trace.events, "sched_switch": trace.switches}
 
     def coverage(self) -> Table:
         parts = []
@@ -111,12 +134,13 @@ class ScanTracing:
         summary; returns the manifest's `trace` section."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace = self.trace_events()
+        trace, stored = self._events()
         coverage = self.coverage()
-        tables["events"], tables["sched_switch"] = trace.events, trace.switches
+        tables.update(stored)
         tables["trace_coverage"] = coverage
         detours = tables.get("detours")
-        if detours is not None and detours.rows and trace.events.rows + trace.switches.rows:
+        if detours is not None and detours.rows and any(c.event_count + c.switch_count
+                                                        for _, c in self.captures):
             attribution = attribute(detours, trace, coverage)
             release_free_memory()
             tables["detours"] = attribution.annotate(detours)
@@ -134,9 +158,9 @@ class ScanTracing:
             self.diagnostics.append(Diagnostic(
                 Code.INTERRUPTED, "interrupted while reading the trace; the last probe's events "
                                   "are missing"))
-        return self._section(trace, coverage, summaries)
+        return self._section(summaries)
 
-    def _section(self, trace: TraceEvents, coverage: Table, summaries: dict) -> dict:
+    def _section(self, summaries: dict) -> dict:
         session = self.session
         assert session is not None and session.trace_clock is not None
         info = session.info
@@ -145,8 +169,8 @@ class ScanTracing:
             cov = capture.coverage
             recordings.append({
                 "probe": probe,
-                "events": int(capture.events.events.rows),
-                "sched_switch": int(capture.events.switches.rows),
+                "events": capture.event_count,
+                "sched_switch": capture.switch_count,
                 "lost_events": {str(c): int(n) for c, n in zip(cov["cpu"].tolist(),
                                                                cov["lost_events"].tolist(), strict=True)},
                 "missed_pages": capture.missed_pages,
@@ -190,8 +214,12 @@ def tracing_cost(untraced: list[dict] | None, traced: list[dict] | None) -> dict
                         "traced_detours_per_s": s["detours_per_s"]})
     if not per_cpu:
         return None
+    delays = [s["run_delay_ns"] / s["measured_ns"] for s in [*untraced, *traced] if s.get("measured_ns")]
     return {
         "per_cpu": per_cpu,
+        # Other tasks' time in either run swamps tracing's cost: then the
+        # difference says nothing (bench/trace_cost.py measures it properly).
+        "max_run_delay_pct": 100.0 * max(delays, default=0.0),
         "noise_pct_increase": float(np.mean([c["traced_noise_pct"] - c["untraced_noise_pct"]
                                              for c in per_cpu])),
         "detours_per_s_increase": float(np.mean([c["traced_detours_per_s"] - c["untraced_detours_per_s"]

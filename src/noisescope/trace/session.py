@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,9 +121,12 @@ class TraceClock:
 
 @dataclass
 class Capture:
-    """What one recording produced."""
+    """What one recording produced: its events (unless they went to a sink),
+    how many, and when each CPU's trace is complete."""
 
-    events: TraceEvents
+    events: TraceEvents | None
+    event_count: int
+    switch_count: int
     coverage: Table  # cpu, start_ns, end_ns (complete up to), lost_events
     missed_pages: int = 0
 
@@ -275,25 +278,36 @@ class TraceSession:
         instance.write("tracing_on", "1")
         self._started_ticks = _now_ticks()
 
-    def stop(self) -> Capture:
-        """Stop recording and read everything recorded since start()."""
+    def stop(self, sink: Callable[[TraceEvents], None] | None = None) -> Capture:
+        """Stop recording and read everything recorded since start(); the
+        events go to `sink` batch by batch if given, else into the Capture."""
         stopped_ticks = _now_ticks()
         instance = self.instance
         instance.write("tracing_on", "0")
         lost = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) - self._lost_before.get(cpu, 0)
                 for cpu in self.cpus}
         assert self.trace_clock is not None
+        kept: list[TraceEvents] = []
+        tally = _Tally()
         missed = 0
         if self.layout is not None:
             decoder = RawDecoder(self.formats, self.layout, self.trace_clock.to_ns, self.symbols)
-            parts = [decoder.decode(cpu, pages) for cpu in self.cpus for pages in self.raw_batches(cpu)]
-            events, missed = TraceEvents.concat(parts), decoder.missed_pages
+            for cpu in self.cpus:
+                for pages in self.raw_batches(cpu):
+                    tally.take(decoder.decode(cpu, pages), sink or kept.append)
+            missed = decoder.missed_pages
         else:
             with open(instance.file("trace")) as lines:
-                events = parse_text(lines, self.trace_clock.to_ns)
+                tally.take(parse_text(lines, self.trace_clock.to_ns), sink or kept.append)
         start_ns, end_ns = (int(v) for v in self.clock.timestamp_ns(
             np.array([self._started_ticks, stopped_ticks], np.uint64)))
-        return Capture(events, _coverage(events, self.cpus, start_ns, end_ns, lost), missed)
+        ends = [tally.last.get(cpu, start_ns) if lost[cpu] else end_ns for cpu in self.cpus]
+        coverage = Table({"cpu": np.array(self.cpus, np.int32),
+                          "start_ns": np.full(len(self.cpus), start_ns, np.int64),
+                          "end_ns": np.array(ends, np.int64),
+                          "lost_events": np.array([lost[c] for c in self.cpus], np.int64)})
+        return Capture(None if sink else TraceEvents.concat(kept), tally.events, tally.switches,
+                       coverage, missed)
 
     def raw_batches(self, cpu: int) -> Iterator[bytes]:
         """Consume a CPU's buffer: batches of raw pages, each page padded to
@@ -345,18 +359,21 @@ def _quiesce(instance: Instance) -> None:
             pass
 
 
-def _coverage(events: TraceEvents, cpus: tuple[int, ...], start_ns: int, end_ns: int,
-              lost: dict[int, int]) -> Table:
-    """When each CPU's trace is complete: from start to stop, or, where events
-    were lost (the buffer filled; newer events were dropped), to its last event."""
-    ends = []
-    for cpu in cpus:
-        end = end_ns
-        if lost.get(cpu):
-            stamps = np.concatenate([events.events.where(cpu=cpu)["timestamp_ns"],
-                                     events.switches.where(cpu=cpu)["timestamp_ns"]])
-            end = int(stamps.max()) if len(stamps) else start_ns
-        ends.append(end)
-    return Table({"cpu": np.array(cpus, np.int32), "start_ns": np.full(len(cpus), start_ns, np.int64),
-                  "end_ns": np.array(ends, np.int64),
-                  "lost_events": np.array([lost.get(c, 0) for c in cpus], np.int64)})
+@dataclass
+class _Tally:
+    """Counts the batches of a recording and each CPU's last event time: where
+    events were lost (the buffer filled and newer ones were dropped), the
+    trace of that CPU is complete only up to its last event."""
+
+    events: int = 0
+    switches: int = 0
+    last: dict[int, int] = field(default_factory=dict)
+
+    def take(self, batch: TraceEvents, sink: Callable[[TraceEvents], None]) -> None:
+        self.events += batch.events.rows
+        self.switches += batch.switches.rows
+        for table in (batch.events, batch.switches):
+            for cpu in np.unique(table["cpu"]).tolist():
+                latest = int(table.where(cpu=cpu)["timestamp_ns"].max())
+                self.last[cpu] = max(self.last.get(cpu, latest), latest)
+        sink(batch)
