@@ -271,6 +271,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     summaries = {r.probe: r.summaries for r in results}
     trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
     diagnostics.extend(tracing.diagnostics if tracing else [])
+    complete = complete and not (tracing and tracing.interrupted_collection)
     parameters = {
         **options.to_dict(),
         "cpus": list(scan_plan.cpus),

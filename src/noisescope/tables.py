@@ -73,7 +73,7 @@ class Table(Mapping[str, np.ndarray]):
 
     @classmethod
     def from_arrow(cls, table) -> Table:
-        return cls({name: table.column(name).to_numpy() for name in table.column_names})
+        return cls({name: _numpy_column(table.column(name)) for name in table.column_names})
 
     def to_pandas(self):
         import pandas as pd
@@ -109,3 +109,15 @@ def _arrow_column(values: np.ndarray):
     distinct = list(ids)
     kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))
+
+
+def _numpy_column(column) -> np.ndarray:
+    """numpy array of an Arrow column; dictionary-encoded strings come back as
+    one shared str object per distinct value (not one per row)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(column.type):
+        return column.to_numpy()
+    parts = [np.asarray(chunk.dictionary.to_pylist(), dtype=object)[chunk.indices.to_numpy(
+        zero_copy_only=False)] for chunk in column.chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=object)

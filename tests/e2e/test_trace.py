@@ -74,7 +74,7 @@ def dead_pid() -> int:
 
 
 @needs_tracefs
-def test_session_records_and_restores_everything(live_facts):
+def test_session_records_and_restores_everything(live_facts, tmp_path):
     from noisescope.clock import measurement_clock
 
     before = global_settings()
@@ -87,8 +87,10 @@ def test_session_records_and_restores_everything(live_facts):
         assert session.instance.read("tracing_on").strip() == "0"
         session.start()
         busy_on_cpu0(0.1)
-        capture = session.stop()
+        recording = session.stop(tmp_path, "run")
     assert name not in our_instances()
+    assert recording.pages[0].stat().st_size > 0
+    capture = session.decode(recording)
     assert global_settings() == before
     # 100 ms of work on CPU 0: its timer ticks and switches, on the clock's timeline
     events = capture.events.events

@@ -2,15 +2,19 @@
 recording per probe run, an untraced reference run to measure tracing's own
 cost, and the attribution of the detours at the end.
 
-When the scan writes a bundle, the decoded events are spooled to Parquet
-files next to it (`.NAME.trace-PID/`) instead of memory, and the bundle
-copies them in; without a destination they stay in memory."""
+Between probes the buffers are only copied to files in a work directory;
+they are decoded once the measuring is over. When the scan writes a bundle,
+the decoded events go to Parquet files in the work directory (beside the
+bundle: `.NAME.trace-PID/`) instead of memory, and the bundle copies them
+in; without a destination they are kept in memory."""
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +27,7 @@ from ..tables import Table
 from .attribute import attribute
 from .events import TraceEvents
 from .explain import attribution_summary
-from .session import FAULT_FILTER, Capture, TraceSession
+from .session import FAULT_FILTER, Capture, Recording, TraceSession
 from .store import EventSource, EventSpool
 from .tracefs import TracingUnavailable
 
@@ -53,11 +57,13 @@ class ScanTracing:
     options: TraceOptions
     session: TraceSession | None = None
     reason: str | None = None  # why tracing is off
+    workdir: Path | None = None  # copies of the buffers, then the spool
+    spooling: bool = False  # decoded events to Parquet files (else memory)
+    recordings: list[tuple[str, Recording]] = field(default_factory=list)
     captures: list[tuple[str, Capture]] = field(default_factory=list)
     reference: list[dict] | None = None  # detour summaries of the untraced run
     diagnostics: list[Diagnostic] = field(default_factory=list)
     interrupted_collection: bool = False
-    spool: EventSpool | None = None
 
     @classmethod
     def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
@@ -74,29 +80,30 @@ class ScanTracing:
             tracing.diagnostics.append(Diagnostic(
                 Code.TRACING_UNAVAILABLE, f"detours are not explained: {why}"))
             return tracing
-        spool = None
         if destination is not None:
-            spool = EventSpool(destination.parent / f".{destination.name}.trace-{os.getpid()}")
-        return cls(options, session, spool=spool)
+            workdir = destination.parent / f".{destination.name}.trace-{os.getpid()}"
+            workdir.mkdir()
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="noisescope-trace-"))
+        return cls(options, session, workdir=workdir, spooling=destination is not None)
 
     @property
     def active(self) -> bool:
         return self.session is not None
 
     def record(self, probe: str, run: Callable[[], object]):
-        """Run `run` (a probe) while recording; keeps the capture."""
-        if self.session is None:
+        """Run `run` (a probe) while recording; keeps the recording."""
+        if self.session is None or self.workdir is None:
             return run()
         self.session.start()
         try:
             result = run()
         finally:
             try:
-                self.captures.append((probe, self.session.stop(self.spool.append if self.spool
-                                                               else None)))
-                release_free_memory()
+                name = f"{len(self.recordings)}-{probe}"
+                self.recordings.append((probe, self.session.stop(self.workdir, name)))
             except KeyboardInterrupt:
-                # Interrupted while reading the buffers: the probe's data is
+                # Interrupted while copying the buffers: the probe's data is
                 # kept, its trace is not.
                 self.interrupted_collection = True
         return result
@@ -110,15 +117,29 @@ class ScanTracing:
             self.session.close()
 
     def discard(self) -> None:
-        """Remove the spool (once the bundle holds its copy, or on failure)."""
-        if self.spool is not None:
-            self.spool.discard()
+        """Remove the work directory (once the bundle holds its copy, or on failure)."""
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- results -------------------------------------------------------------------
-    def _events(self) -> tuple[EventSource, dict[str, Table]]:
-        """Where the recorded events are, and the bundle tables holding them."""
-        if self.spool is not None:
-            return self.spool.finish(), self.spool.stored_tables()
+    def _decode(self) -> tuple[EventSource, dict[str, Table]]:
+        """Decode every recording: where the events are now, and the bundle
+        tables holding them."""
+        assert self.session is not None and self.workdir is not None
+        spool = EventSpool(self.workdir) if self.spooling else None
+        for probe, recording in self.recordings:
+            try:
+                self.captures.append((probe, self.session.decode(
+                    recording, spool.append if spool else None)))
+            except KeyboardInterrupt:
+                self.interrupted_collection = True
+                break
+            for path in [*recording.pages.values(), recording.text]:
+                if path is not None:
+                    path.unlink()  # decoded: the copy of the buffer is no longer needed
+            release_free_memory()
+        if spool is not None:
+            return spool.finish(), spool.stored_tables()
         trace = TraceEvents.concat(c.events for _, c in self.captures if c.events is not None)
         return trace, {"events": trace.events, "sched_switch": trace.switches}
 
@@ -134,7 +155,7 @@ class ScanTracing:
         summary; returns the manifest's `trace` section."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace, stored = self._events()
+        trace, stored = self._decode()
         coverage = self.coverage()
         tables.update(stored)
         tables["trace_coverage"] = coverage
@@ -156,8 +177,8 @@ class ScanTracing:
                 f"the loss are 'untraced'"))
         if self.interrupted_collection:
             self.diagnostics.append(Diagnostic(
-                Code.INTERRUPTED, "interrupted while reading the trace; the last probe's events "
-                                  "are missing"))
+                Code.INTERRUPTED, "interrupted while reading the trace; events of the last "
+                                  "recordings are missing"))
         return self._section(summaries)
 
     def _section(self, summaries: dict) -> dict:

@@ -3,11 +3,14 @@
     with TraceSession(cpus, clock) as session:   # check and set up (or TracingUnavailable)
         session.start()
         ...measure...
-        capture = session.stop()                 # stop, then read the buffers
+        recording = session.stop(workdir, "run1")  # stop; buffers copied to files
     # restored: the instance is gone, tracefs unmounted if we mounted it
+    capture = session.decode(recording)          # events as tables (or to a sink)
 
 The buffers are read after recording stops, so reading never disturbs a
-measurement; they are sized to hold a whole recording. Recording keeps the
+measurement; they are sized to hold a whole recording. stop() only copies
+them: decoding waits until the measuring is over (and memory is no longer
+locked with mlockall, which would keep every library it loads resident). Recording keeps the
 oldest events when a buffer fills (overwrite off): the trace of each CPU is
 then complete up to its last event, and the lost events are counted from the
 kernel's per-CPU statistics.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +121,18 @@ class TraceClock:
         return {"clock": self.name, "mapping": "CLOCK_MONOTONIC_RAW ns minus "
                 "clock.origin_monotonic_raw_ns", "origin_monotonic_raw_ns":
                 self.clock.origin_monotonic_raw_ns}
+
+
+@dataclass
+class Recording:
+    """A stopped recording, not yet decoded: when it ran, the events each CPU
+    lost, and the files holding its buffers."""
+
+    start_ns: int
+    end_ns: int
+    lost: dict[int, int]
+    pages: dict[int, Path] = field(default_factory=dict)  # raw pages of each CPU
+    text: Path | None = None  # or the text rendering (text reader)
 
 
 @dataclass
@@ -278,34 +294,54 @@ class TraceSession:
         instance.write("tracing_on", "1")
         self._started_ticks = _now_ticks()
 
-    def stop(self, sink: Callable[[TraceEvents], None] | None = None) -> Capture:
-        """Stop recording and read everything recorded since start(); the
-        events go to `sink` batch by batch if given, else into the Capture."""
+    def stop(self, directory: Path, name: str) -> Recording:
+        """Stop recording and move the buffers' contents into files in
+        `directory` (raw pages, or the text rendering), undecoded: this runs
+        between measurements, so it does as little as it can."""
         stopped_ticks = _now_ticks()
         instance = self.instance
         instance.write("tracing_on", "0")
         lost = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) - self._lost_before.get(cpu, 0)
                 for cpu in self.cpus}
+        start_ns, end_ns = (int(v) for v in self.clock.timestamp_ns(
+            np.array([self._started_ticks, stopped_ticks], np.uint64)))
+        recording = Recording(start_ns, end_ns, lost)
+        if self.layout is not None:
+            for cpu in self.cpus:
+                recording.pages[cpu] = directory / f"{name}.cpu{cpu}.raw"
+                with open(recording.pages[cpu], "wb") as out:
+                    for pages in self.raw_batches(cpu):
+                        out.write(pages)
+        else:
+            recording.text = directory / f"{name}.trace.txt"
+            with open(instance.file("trace"), "rb") as text, open(recording.text, "wb") as out:
+                shutil.copyfileobj(text, out)
+        return recording
+
+    def decode(self, recording: Recording, sink: Callable[[TraceEvents], None] | None = None
+               ) -> Capture:
+        """Decode a recording's files; the events go to `sink` batch by batch
+        if given, else into the Capture."""
         assert self.trace_clock is not None
         kept: list[TraceEvents] = []
         tally = _Tally()
         missed = 0
         if self.layout is not None:
             decoder = RawDecoder(self.formats, self.layout, self.trace_clock.to_ns, self.symbols)
-            for cpu in self.cpus:
-                for pages in self.raw_batches(cpu):
-                    tally.take(decoder.decode(cpu, pages), sink or kept.append)
+            for cpu, path in recording.pages.items():
+                with open(path, "rb") as raw:
+                    while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
+                        tally.take(decoder.decode(cpu, pages), sink or kept.append)
             missed = decoder.missed_pages
-        else:
-            with open(instance.file("trace")) as lines:
+        elif recording.text is not None:
+            with open(recording.text, errors="replace") as lines:
                 tally.take(parse_text(lines, self.trace_clock.to_ns), sink or kept.append)
-        start_ns, end_ns = (int(v) for v in self.clock.timestamp_ns(
-            np.array([self._started_ticks, stopped_ticks], np.uint64)))
-        ends = [tally.last.get(cpu, start_ns) if lost[cpu] else end_ns for cpu in self.cpus]
+        ends = [tally.last.get(cpu, recording.start_ns) if recording.lost[cpu] else recording.end_ns
+                for cpu in self.cpus]
         coverage = Table({"cpu": np.array(self.cpus, np.int32),
-                          "start_ns": np.full(len(self.cpus), start_ns, np.int64),
+                          "start_ns": np.full(len(self.cpus), recording.start_ns, np.int64),
                           "end_ns": np.array(ends, np.int64),
-                          "lost_events": np.array([lost[c] for c in self.cpus], np.int64)})
+                          "lost_events": np.array([recording.lost[c] for c in self.cpus], np.int64)})
         return Capture(None if sink else TraceEvents.concat(kept), tally.events, tally.switches,
                        coverage, missed)
 

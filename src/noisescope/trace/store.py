@@ -13,7 +13,6 @@ events by CPU and time range from either kind of source:
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -34,38 +33,73 @@ class EventSource(Protocol):
 
 @dataclass
 class ParquetEvents:
-    """Events in Parquet files (tables `events` and `sched_switch`)."""
+    """Events in Parquet files (tables `events` and `sched_switch`), read by
+    row group: those whose statistics overlap the CPU and time range asked
+    for (the spool writes one row group per batch of one CPU)."""
 
     events_path: Path
     switches_path: Path
+    _files: dict[Path, _RowGroups] = field(default_factory=dict, repr=False)
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
-        where = [("cpu", "=", cpu), ("timestamp_ns", ">=", start_ns), ("timestamp_ns", "<=", end_ns)]
-        return TraceEvents(_read(self.events_path, where), _read(self.switches_path, where)).sorted()
+        return TraceEvents(self._rows(self.events_path).read(cpu, start_ns, end_ns),
+                           self._rows(self.switches_path).read(cpu, start_ns, end_ns)).sorted()
 
     def event_names(self) -> set[str]:
-        import pyarrow.parquet as pq
-
-        names = set(Table.from_arrow(pq.read_table(self.events_path, columns=["event"]))["event"].tolist()) \
-            if self.events_path.exists() else set()
-        if self.switches_path.exists() and pq.ParquetFile(self.switches_path).metadata.num_rows:
-            names.add("sched_switch")
-        return names
+        names = self._rows(self.events_path).distinct("event")
+        return names | ({"sched_switch"} if self._rows(self.switches_path).rows else set())
 
     def load(self) -> TraceEvents:
-        return TraceEvents(_read(self.events_path, None), _read(self.switches_path, None))
+        return TraceEvents(self._rows(self.events_path).read_all(),
+                           self._rows(self.switches_path).read_all())
+
+    def _rows(self, path: Path) -> _RowGroups:
+        if path not in self._files:
+            self._files[path] = _RowGroups(path)
+        return self._files[path]
 
 
-def _read(path: Path, where) -> Table:
-    import pyarrow.parquet as pq
+class _RowGroups:
+    """A Parquet file and the CPU and time range of each of its row groups."""
 
-    return Table.from_arrow(pq.read_table(path, filters=where))
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self.file = pq.ParquetFile(path)
+        meta = self.file.metadata
+        self.rows = meta.num_rows
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        cpu, ts = names.index("cpu"), names.index("timestamp_ns")
+        self.ranges = []
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            c, t = group.column(cpu).statistics, group.column(ts).statistics
+            self.ranges.append((c.min, c.max, t.min, t.max) if c is not None and t is not None
+                               and c.has_min_max and t.has_min_max else None)
+
+    def read(self, cpu: int, start_ns: int, end_ns: int) -> Table:
+        groups = [i for i, r in enumerate(self.ranges)
+                  if r is None or (r[0] <= cpu <= r[1] and r[2] <= end_ns and r[3] >= start_ns)]
+        table = Table.from_arrow(self.file.read_row_groups(groups)) if groups else \
+            Table.from_arrow(self.file.schema_arrow.empty_table())
+        ts = table["timestamp_ns"]
+        return table.filter((table["cpu"] == cpu) & (ts >= start_ns) & (ts <= end_ns))
+
+    def read_all(self) -> Table:
+        return Table.from_arrow(self.file.read())
+
+    def distinct(self, column: str) -> set:
+        values: set = set()
+        for group in range(self.file.metadata.num_row_groups):
+            for chunk in self.file.read_row_group(group, columns=[column]).column(0).chunks:
+                values.update(chunk.dictionary.to_pylist() if hasattr(chunk, "dictionary")
+                              else chunk.to_pylist())
+        return values
 
 
 @dataclass
 class EventSpool:
-    """Appends TraceEvents batches to Parquet files in `directory` (created,
-    and removed by discard())."""
+    """Appends TraceEvents batches to Parquet files in `directory`."""
 
     directory: Path
     events: int = 0
@@ -74,7 +108,6 @@ class EventSpool:
     _writers: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.directory.mkdir()
         self.source = ParquetEvents(self.directory / "events.parquet",
                                     self.directory / "sched_switch.parquet")
 
@@ -118,8 +151,3 @@ class EventSpool:
                 "sched_switch": StoredTable(self.source.switches_path, self.switches,
                                             list(SWITCH_COLUMNS))}
 
-    def discard(self) -> None:
-        for writer in self._writers.values():
-            writer.close()
-        self._writers.clear()
-        shutil.rmtree(self.directory, ignore_errors=True)
