@@ -90,13 +90,19 @@ def release_mount(mount: Mount) -> str | None:
 
 
 def process_alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, killed but not yet
+    reaped by its parent, is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return True
-    return True
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
 
 
 def leftover_instances(tracefs: Path) -> list[str]:
