@@ -311,3 +311,16 @@ def test_unavailable_tracing_is_one_line_and_a_manifest_warning(tmp_path, monkey
     warning = [w for w in manifest["warnings"] if w["code"] == "tracing_unavailable"]
     assert len(warning) == 1 and "needs root" in warning[0]["message"]
     assert "detour_causes" not in manifest["tables"]
+
+
+def test_cleanup_without_permission_is_one_line_and_exit_2(monkeypatch, capsys):
+    from noisescope.cli import cleanup as command
+    from noisescope.cli.main import main
+
+    def denied():
+        raise PermissionError(13, "Permission denied", "/sys/kernel/tracing/instances")
+
+    monkeypatch.setattr(command, "cleanup", denied)
+    assert main(["cleanup"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Permission denied" in err[0] and "as root" in err[0]
