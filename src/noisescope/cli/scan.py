@@ -8,6 +8,7 @@ from ..probes import PROBES, Injection
 from ..render.terminal import print_bundle
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
 from ..trace.scanning import TraceOptions
+from ..trace.session import EVENTS_PER_SECOND
 from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
 from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
 
@@ -50,7 +51,7 @@ def parse_probes(text: str) -> tuple[str, ...]:
 @click.option("--no-trace", is_flag=True, help="do not record kernel events (detours stay "
               "unexplained); tracing is on by default when tracefs is writable")
 @click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. 64M "
-              "(default: sized for 20,000 events/s over one probe)")
+              f"(default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)")
 @click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
               help="untraced detour run measuring tracing's own cost (0: skip)")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
 from ..tables import StoredTable, Table
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 
@@ -48,10 +46,6 @@ class ParquetEvents:
     def event_names(self) -> set[str]:
         names = self._rows(self.events_path).distinct("event")
         return names | ({"sched_switch"} if self._rows(self.switches_path).rows else set())
-
-    def load(self) -> TraceEvents:
-        return TraceEvents(self._rows(self.events_path).read_all(),
-                           self._rows(self.switches_path).read_all())
 
     def _rows(self, path: Path) -> _RowGroups:
         if path not in self._files:
@@ -85,9 +79,6 @@ class _RowGroups:
         ts = table["timestamp_ns"]
         return table.filter((table["cpu"] == cpu) & (ts >= start_ns) & (ts <= end_ns))
 
-    def read_all(self) -> Table:
-        return Table.from_arrow(self.file.read())
-
     def distinct(self, column: str) -> set:
         values: set = set()
         for group in range(self.file.metadata.num_row_groups):
@@ -104,7 +95,6 @@ class EventSpool:
     directory: Path
     events: int = 0
     switches: int = 0
-    names: set[str] = field(default_factory=set)
     _writers: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -118,9 +108,6 @@ class EventSpool:
                 self._write(name, table, path)
         self.events += batch.events.rows
         self.switches += batch.switches.rows
-        self.names.update(np.unique(batch.events["event"]).tolist() if batch.events.rows else [])
-        if batch.switches.rows:
-            self.names.add("sched_switch")
 
     def _write(self, name: str, table: Table, path: Path) -> None:
         import pyarrow.parquet as pq
@@ -141,9 +128,6 @@ class EventSpool:
                 self._write(name, table, path)
             self._writers.pop(name).close()
         return self.source
-
-    def event_names(self) -> set[str]:
-        return set(self.names)
 
     def stored_tables(self) -> dict[str, StoredTable]:
         """The files as bundle tables (finish() first)."""
