@@ -25,6 +25,7 @@ class Code(str, Enum):
     RUN_EXCLUDED = "run_excluded"
     METRIC_MISSING = "metric_missing"
     TOO_FEW_RUNS = "too_few_runs"
+    PLACEMENT = "placement"
 
 
 HINTS = {
@@ -35,7 +36,8 @@ HINTS = {
     Code.FREQUENCY_SCALING: "set the 'performance' governor (cpupower frequency-set -g performance)",
     Code.RT_THROTTLING: "windows were shortened to stay inside the kernel's RT budget "
                         "(/proc/sys/kernel/sched_rt_runtime_us)",
-    Code.BUFFER_OVERFLOW: "raise --max-detours; percentiles come from the histogram meanwhile",
+    Code.BUFFER_OVERFLOW: "percentiles come from the histogram meanwhile; for detours raise "
+                          "--max-detours",
     Code.TRACING_UNAVAILABLE: "run as root on a kernel with tracefs to explain detours",
     Code.TRACE_EVENTS_LOST: "raise --trace-buffer (per CPU) or measure for a shorter --duration",
     Code.PRIVILEGES: "run as root (or grant CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO "
@@ -45,6 +47,7 @@ HINTS = {
     Code.RUN_EXCLUDED: "excluded runs are kept in the bundle with their reason",
     Code.METRIC_MISSING: "check the --metric regular expression against the command's output",
     Code.TOO_FEW_RUNS: "use --runs 5 or more for a comparison between configurations",
+    Code.PLACEMENT: "spread and packed differ only on machines with several NUMA nodes or sockets",
 }
 
 

@@ -28,8 +28,9 @@ from .host import (
     read_interrupts,
 )
 from .privileges import can_use_fifo, is_root, memory_locked
-from .probes import PROBES, Injection, ProbeContext, ProbeResult, quantum
+from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult, quantum
 from .probes import detour as detour_probe
+from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
 from .tables import Table
 from .trace.scanning import ScanTracing, TraceOptions
@@ -38,6 +39,7 @@ from .units import format_cpu_list, format_duration, parse_cpu_list
 SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
+SLEEPING_PROBES = {"timerlat"}
 
 ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 
@@ -46,7 +48,7 @@ ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 class ScanOptions:
     cpus: tuple[int, ...] | None = None  # None: every online CPU we may run on
     duration_ns: int = 10 * SECOND  # per probe
-    probes: tuple[str, ...] = PROBES
+    probes: tuple[str, ...] = DEFAULT_PROBES
     threshold_ns: int = 1_000
     rt: bool = False
     priority: int = DEFAULT_RT_PRIORITY
@@ -54,6 +56,9 @@ class ScanOptions:
     period_ns: int | None = None
     quantum_ns: int = 1_000_000
     max_detours: int | None = None
+    interval_ns: int = timerlat_probe.DEFAULT_INTERVAL_NS  # timerlat period
+    histogram_ns: int = timerlat_probe.DEFAULT_HISTOGRAM_NS  # timerlat histogram limit
+    keep_series: bool = True  # timerlat: store every latency, not only the histogram
     injections: tuple[Injection, ...] = ()
     label: str | None = None
     start_mono_ns: int = 0  # first window (CLOCK_MONOTONIC); 0: as soon as ready
@@ -111,8 +116,8 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
             privileges["rt"] = f"SCHED_FIFO priority {priority}"
         else:
             privileges["rt"] = "skipped: SCHED_FIFO not permitted (needs root or CAP_SYS_NICE)"
-            notes.append(Diagnostic(Code.PRIVILEGES, "--rt skipped: this process may not use "
-                                    "SCHED_FIFO; sampling at normal priority"))
+            notes.append(Diagnostic(Code.PRIVILEGES, f"SCHED_FIFO priority {options.priority} "
+                                    f"skipped (not permitted); sampling at normal priority"))
     else:
         privileges["rt"] = "not requested"
     isolated = set(parse_cpu_list(facts.isolated_cpus)) if facts.isolated_cpus else set()
@@ -159,6 +164,10 @@ def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResul
                                 max_detours=options.max_detours)
     if name == "ftq":
         return quantum.run_ftq(ctx, quantum_ns=options.quantum_ns)
+    if name == "timerlat":
+        return timerlat_probe.run(ctx, interval_ns=options.interval_ns,
+                                  histogram_ns=options.histogram_ns,
+                                  keep_series=options.keep_series)
     return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
 
 
@@ -172,8 +181,9 @@ def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -
 
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
-         destination: str | os.PathLike[str] | None = None) -> Bundle:
-    """Measure, and write the bundle to `destination` if given (checked first)."""
+         destination: str | os.PathLike[str] | None = None, kind: str = "scan") -> Bundle:
+    """Measure, and write the bundle to `destination` if given (checked first).
+    `kind` names the command in the manifest (a `timerlat` run is a scan too)."""
     from .bundle import check_destination
 
     started = utc_now()
@@ -184,11 +194,18 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     if options.quantum_ns <= 0 or options.quantum_ns > options.duration_ns:
         raise UsageError(f"quantum {format_duration(options.quantum_ns)} does not fit the "
                          f"duration", "use a quantum shorter than --duration, e.g. 1ms")
+    # Only spinning SCHED_FIFO samplers can run into RT throttling and need
+    # windows with gaps; a sleeper (timerlat) measures back to back.
+    spins = scan_plan.priority > 0 and set(options.probes) - SLEEPING_PROBES
     schedule, notes = plan_windows(
-        options.duration_ns, rt=scan_plan.priority > 0, runtime_ns=options.runtime_ns,
-        period_ns=options.period_ns, rt_budget=rt_budget_ns(facts.rt_runtime_us,
-                                                             facts.rt_period_us))
+        options.duration_ns, rt=bool(spins), runtime_ns=options.runtime_ns,
+        period_ns=options.period_ns,
+        rt_budget=rt_budget_ns(facts.rt_runtime_us, facts.rt_period_us) if spins else None)
     scan_plan.diagnostics.extend(notes)
+    if "timerlat" in options.probes and options.interval_ns > schedule.runtime_ns:
+        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
+                         f"than a measuring window ({format_duration(schedule.runtime_ns)})",
+                         "use a shorter --interval or a longer --runtime")
     clock = measurement_clock(facts.tsc_flags)
     if clock.frequency_source != "kernel":
         scan_plan.diagnostics.append(Diagnostic(
@@ -196,12 +213,15 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                         f"{clock.frequency_source}, not stated by the kernel"))
     if "detour" in options.probes:
         check_threshold(options.threshold_ns, clock)
+    if "timerlat" in options.probes:
+        timerlat_probe.check_interval(options.interval_ns)
+        timerlat_probe.check_histogram(options.histogram_ns)
 
     tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND,
                                 Path(destination) if destination is not None else None)
     try:
         return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
-                        argv=argv, progress=progress, destination=destination)
+                        argv=argv, progress=progress, destination=destination, kind=kind)
     finally:
         tracing.close()
         tracing.discard()
@@ -209,7 +229,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
              schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
-             progress: ScanProgress | None, destination) -> Bundle:
+             progress: ScanProgress | None, destination, kind: str) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
     interrupted = False
@@ -251,7 +271,7 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted,
-                          tracing=tracing)
+                          kind=kind, tracing=tracing)
     if destination is not None:
         bundle.write(destination)
     return bundle
@@ -260,7 +280,7 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
 def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
                  clock: MeasurementClock, schedule, results: list[ProbeResult], *,
                  started: str, argv: list[str] | None, complete: bool,
-                 tracing: ScanTracing | None = None) -> Bundle:
+                 kind: str = "scan", tracing: ScanTracing | None = None) -> Bundle:
     tables: dict[str, list[Table]] = {}
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
@@ -282,7 +302,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     }
     manifest = {
         "schema_version": SCHEMA_VERSION,
-        "kind": "scan",
+        "kind": kind,
         "tool": tool_info(),
         "argv": list(argv if argv is not None else sys.argv),
         "label": options.label,
