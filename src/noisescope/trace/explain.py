@@ -21,21 +21,21 @@ def breakdown(detours: Table, causes: Table, cpu: int) -> list[dict]:
     noise = int(detours.where(cpu=cpu)["duration_ns"].sum())
     if rows.rows == 0:
         return []
-    ids: dict[tuple[str, str], int] = {}
-    pairs = zip(rows["cause"].tolist(), rows["detail"].tolist(), strict=True)
-    inverse = np.array([ids.setdefault(pair, len(ids)) for pair in pairs])
-    unique = list(ids)
-    totals = np.bincount(inverse, weights=rows["duration_ns"]).astype(np.int64)
-    counts = np.bincount(inverse)
-    largest = np.zeros(len(unique), np.int64)
-    np.maximum.at(largest, inverse, rows["duration_ns"])
-    out = []
-    for i in np.argsort(-totals, kind="stable"):
-        cause, detail = unique[i]
-        out.append({"cause": cause, "detail": detail, "count": int(counts[i]),
-                    "total_ns": int(totals[i]), "share_pct": 100.0 * totals[i] / noise if noise else 0.0,
-                    "max_ns": int(largest[i])})
-    return out
+    totals, counts, largest, pairs = [], [], [], []
+    for cause in np.unique(rows["cause"]).tolist():  # a handful; details by numpy (no tuples per row)
+        mine = rows["cause"] == cause
+        details, inverse = np.unique(rows["detail"][mine], return_inverse=True)
+        durations = rows["duration_ns"][mine]
+        most = np.zeros(len(details), np.int64)
+        np.maximum.at(most, inverse, durations)
+        totals.append(np.bincount(inverse, weights=durations).astype(np.int64))
+        counts.append(np.bincount(inverse))
+        largest.append(most)
+        pairs += [(cause, detail) for detail in details.tolist()]
+    total, count, most = np.concatenate(totals), np.concatenate(counts), np.concatenate(largest)
+    return [{"cause": pairs[i][0], "detail": pairs[i][1], "count": int(count[i]),
+             "total_ns": int(total[i]), "share_pct": 100.0 * total[i] / noise if noise else 0.0,
+             "max_ns": int(most[i])} for i in np.argsort(-total, kind="stable").tolist()]
 
 
 def chain(trace: EventSource, cpu: int, start_ns: int, end_ns: int) -> tuple[list[dict], int]:

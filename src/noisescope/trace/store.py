@@ -60,6 +60,7 @@ class _RowGroups:
         import pyarrow.parquet as pq
 
         self.file = pq.ParquetFile(path)
+        self._last: tuple[tuple[int, ...] | None, Table | None] = (None, None)
         meta = self.file.metadata
         self.rows = meta.num_rows
         names = [meta.schema.column(i).name for i in range(meta.num_columns)]
@@ -72,10 +73,12 @@ class _RowGroups:
                                and c.has_min_max and t.has_min_max else None)
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> Table:
-        groups = [i for i, r in enumerate(self.ranges)
-                  if r is None or (r[0] <= cpu <= r[1] and r[2] <= end_ns and r[3] >= start_ns)]
-        table = Table.from_arrow(self.file.read_row_groups(groups)) if groups else \
-            Table.from_arrow(self.file.schema_arrow.empty_table())
+        groups = tuple(i for i, r in enumerate(self.ranges)
+                       if r is None or (r[0] <= cpu <= r[1] and r[2] <= end_ns and r[3] >= start_ns))
+        if groups != self._last[0]:  # consecutive chunks of a CPU often share row groups
+            self._last = (groups, Table.from_arrow(self.file.read_row_groups(groups)) if groups
+                          else Table.from_arrow(self.file.schema_arrow.empty_table()))
+        table = self._last[1]
         ts = table["timestamp_ns"]
         return table.filter((table["cpu"] == cpu) & (ts >= start_ns) & (ts <= end_ns))
 
