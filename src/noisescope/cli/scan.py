@@ -6,7 +6,9 @@ import click
 
 from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
-from ..units import parse_cpu_list, parse_positive_duration
+from ..trace.scanning import TraceOptions
+from ..trace.session import EVENTS_PER_SECOND
+from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
 from .common import Progress, report
 
 EXAMPLES = """
@@ -17,6 +19,8 @@ EXAMPLES
   noisescope scan --probes detour --threshold 500ns
   noisescope scan --probes detour,timerlat --interval 200us --rt
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
+  noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
+  noisescope scan --no-trace               # without kernel tracing (no explanation)
 """
 
 
@@ -45,10 +49,17 @@ def parse_probes(text: str) -> tuple[str, ...]:
 @click.option("--inject", "injections", multiple=True, metavar="RATE:LENGTH@cpuN[/MODE]",
               help="inject known noise while measuring, e.g. 1kHz:20us@cpu1 (repeatable)")
 @click.option("--label", help="configuration label stored in the bundle, e.g. tuned-kernel")
+@click.option("--no-trace", is_flag=True, help="do not record kernel events (detours stay "
+              "unexplained); tracing is on by default when tracefs is writable")
+@click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. 64M "
+              f"(default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)")
+@click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
+              help="untraced detour run measuring tracing's own cost (0: skip)")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
-                 interval, max_detours, injections, label, output, quiet):
+                 interval, max_detours, injections, label, no_trace, trace_buffer, trace_cost, output,
+                 quiet):
     """Measure OS noise on every CPU at once and write a result bundle."""
     options = ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
@@ -64,11 +75,24 @@ def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, p
         max_detours=_positive(max_detours, "--max-detours"),
         injections=tuple(Injection.parse(spec) for spec in injections),
         label=label,
+        trace=TraceOptions(
+            enabled=not no_trace,
+            buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
+            cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
+                                            "--trace-cost")),
     )
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.duration_ns, enabled=not quiet)
     return report(scan(options, facts=facts, progress=progress, destination=destination))
+
+
+def _not_negative(value: int, name: str) -> int:
+    from ..errors import UsageError
+
+    if value < 0:
+        raise UsageError(f"{name} must not be negative", f"e.g. {name} 2s, or 0 to skip")
+    return value
 
 
 def _positive(value: int | None, name: str) -> int | None:
