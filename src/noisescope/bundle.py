@@ -23,7 +23,7 @@ from .clock import MeasurementClock
 from .diagnostics import Diagnostic
 from .errors import UsageError
 from .host import HostFacts
-from .tables import Table
+from .tables import StoredTable, Table
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -43,11 +43,11 @@ def utc_now() -> str:
 class Bundle:
     """A measurement in memory: the manifest (a dict) and named Tables."""
 
-    def __init__(self, manifest: dict, tables: dict[str, Table] | None = None,
+    def __init__(self, manifest: dict, tables: dict[str, Table | StoredTable] | None = None,
                  path: Path | None = None):
         self.manifest = manifest
         self.path = path
-        self._tables: dict[str, Table] = dict(tables or {})
+        self._tables: dict[str, Table | StoredTable] = dict(tables or {})
 
     # -- manifest views -------------------------------------------------
     @property
@@ -100,7 +100,10 @@ class Bundle:
                 raise KeyError(f"bundle has no table {name!r} (it has: "
                                f"{', '.join(self.table_names) or 'none'})")
             self._tables[name] = _read_table(self.path / entry["file"])
-        return self._tables[name]
+        table = self._tables[name]
+        if isinstance(table, StoredTable):
+            self._tables[name] = table = table.load()
+        return table
 
     def has_table(self, name: str) -> bool:
         return name in self.table_names
@@ -133,6 +136,7 @@ class Bundle:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
         self.path = destination
+        self._tables = {n: t for n, t in self._tables.items() if not isinstance(t, StoredTable)}
         return destination
 
     def write_into(self, directory: str | os.PathLike[str]) -> Path:
@@ -160,7 +164,10 @@ class Bundle:
         entries = {}
         for name, table in sorted(self._tables.items()):
             file = f"{name}.parquet"
-            _write_table(table, directory / file)
+            if isinstance(table, StoredTable):
+                shutil.copyfile(table.path, directory / file)  # the caller removes its file
+            else:
+                _write_table(table, directory / file)
             entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
         self.manifest["tables"] = entries
         with open(directory / MANIFEST, "w") as out:
@@ -181,9 +188,14 @@ def _json_default(value):
 
 
 def _write_table(table: Table, path: Path) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(table.to_arrow(), path, compression="zstd")
+    arrow = table.to_arrow()
+    # Dictionary pages only for strings: for numeric columns (timestamps,
+    # durations) they cost tens of MB while writing and save nothing.
+    strings = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
+    pq.write_table(arrow, path, compression="zstd", use_dictionary=strings)
 
 
 def _read_table(path: Path) -> Table:

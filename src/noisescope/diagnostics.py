@@ -18,6 +18,7 @@ class Code(str, Enum):
     RT_THROTTLING = "rt_throttling"
     BUFFER_OVERFLOW = "buffer_overflow"
     TRACING_UNAVAILABLE = "tracing_unavailable"
+    TRACE_EVENTS_LOST = "trace_events_lost"
     PRIVILEGES = "privileges"
     INTERRUPTED = "interrupted"
     CLOCK = "clock"
@@ -40,6 +41,7 @@ HINTS = {
     Code.BUFFER_OVERFLOW: "percentiles come from the histogram meanwhile; for detours raise "
                           "--max-detours",
     Code.TRACING_UNAVAILABLE: "run as root on a kernel with tracefs to explain detours",
+    Code.TRACE_EVENTS_LOST: "raise --trace-buffer (per CPU) or measure for a shorter --duration",
     Code.PRIVILEGES: "run as root (or grant CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO "
                      "and mlockall",
     Code.INTERRUPTED: "the bundle holds what was measured before the interruption",

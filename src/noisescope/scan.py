@@ -33,6 +33,7 @@ from .probes import detour as detour_probe
 from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
 from .tables import Table
+from .trace.scanning import ScanTracing, TraceOptions
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
 SECOND = 1_000_000_000
@@ -65,6 +66,7 @@ class ScanOptions:
     injections: tuple[Injection, ...] = ()
     label: str | None = None
     start_mono_ns: int = 0  # first probe's first window (CLOCK_MONOTONIC); 0: as soon as ready
+    trace: TraceOptions = TraceOptions()  # kernel tracing to explain detours
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -169,6 +171,14 @@ def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResul
     return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
 
 
+def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
+    """An untraced detour run: the baseline for tracing's own cost."""
+    schedule, _ = plan_windows(duration_ns, rt=ctx.priority > 0, runtime_ns=options.runtime_ns,
+                               period_ns=options.period_ns)
+    return detour_probe.run(replace(ctx, schedule=schedule, progress=None),
+                            threshold_ns=options.threshold_ns, max_detours=options.max_detours)
+
+
 def probe_start_ns(first_ns: int, schedule, index: int) -> int:
     """When probe number `index` starts if the scan starts at `first_ns` (0: each
     probe as soon as it is ready)."""
@@ -217,39 +227,65 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         timerlat_probe.check_interval(options.interval_ns)
         timerlat_probe.check_histogram(options.histogram_ns)
 
+    tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND,
+                                Path(destination) if destination is not None else None)
+    try:
+        return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
+                        argv=argv, progress=progress, destination=destination, kind=kind,
+                        on_ready=on_ready)
+    finally:
+        tracing.close()
+        tracing.discard()
+
+
+def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
+             schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
+             progress: ScanProgress | None, destination, kind: str,
+             on_ready: Callable[[], int] | None) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
     if on_ready is not None:
         options = replace(options, start_mono_ns=on_ready())
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
-    with memory_locked() as locking:
-        scan_plan.privileges["mlockall"] = locking
-        if locking != "locked":
-            scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
-        for index, name in enumerate(options.probes):
-            report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
-            ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
-                               options.injections, injector_priority,
-                               probe_start_ns(options.start_mono_ns, schedule, index), report)
-            irq_before, begun = read_interrupts(), time.monotonic_ns()
-            result = _run_probe(name, ctx, options)
-            if not hz and not result.interrupted:
-                hz = _hz_estimate(irq_before, read_interrupts(), time.monotonic_ns() - begun,
-                                  scan_plan.cpus, {i.cpu for i in options.injections})
-            results.append(result)
-            if progress:
-                progress(name, 1.0)
-            if result.interrupted:
-                interrupted = True
-                break
+    try:
+        with memory_locked() as locking:
+            scan_plan.privileges["mlockall"] = locking
+            if locking != "locked":
+                scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
+            for index, name in enumerate(options.probes):
+                report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
+                ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
+                                   options.injections, injector_priority,
+                                   probe_start_ns(options.start_mono_ns, schedule, index), report)
+                if name == "detour" and tracing.wants_cost_reference():
+                    reference = _cost_reference(ctx, options, min(options.trace.cost_reference_ns,
+                                                                  options.duration_ns))
+                    tracing.reference = reference.summaries
+                    if reference.interrupted:
+                        interrupted = True
+                        break
+                irq_before, begun = read_interrupts(), time.monotonic_ns()
+                result = tracing.record(name, lambda n=name, c=ctx: _run_probe(n, c, options))
+                if not hz and not result.interrupted:
+                    hz = _hz_estimate(irq_before, read_interrupts(), time.monotonic_ns() - begun,
+                                      scan_plan.cpus, {i.cpu for i in options.injections})
+                results.append(result)
+                if progress:
+                    progress(name, 1.0)
+                if result.interrupted or tracing.interrupted_collection:
+                    interrupted = True
+                    break
+    finally:
+        tracing.close()
     if interrupted:
+        during = results[-1].probe if results else "the untraced reference run"
         scan_plan.diagnostics.append(Diagnostic(
-            Code.INTERRUPTED, f"interrupted during {results[-1].probe}; "
+            Code.INTERRUPTED, f"interrupted during {during}; "
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted,
-                          kind=kind)
+                          kind=kind, tracing=tracing)
     if destination is not None:
         bundle.write(destination)
     return bundle
@@ -258,13 +294,18 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
                  clock: MeasurementClock, schedule, results: list[ProbeResult], *,
                  started: str, argv: list[str] | None, complete: bool,
-                 kind: str = "scan") -> Bundle:
+                 kind: str = "scan", tracing: ScanTracing | None = None) -> Bundle:
     tables: dict[str, list[Table]] = {}
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
         diagnostics.extend(result.diagnostics)
         for name, table in result.tables.items():
             tables.setdefault(name, []).append(table)
+    merged = {name: Table.concat(parts) for name, parts in tables.items()}
+    summaries = {r.probe: r.summaries for r in results}
+    trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
+    diagnostics.extend(tracing.diagnostics if tracing else [])
+    complete = complete and not (tracing and tracing.interrupted_collection)
     parameters = {
         **options.to_dict(),
         "cpus": list(scan_plan.cpus),
@@ -286,8 +327,9 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         "clock": clock.to_dict(),
         "parameters": parameters,
         "privileges": scan_plan.privileges,
-        "summaries": {r.probe: r.summaries for r in results},
+        "summaries": summaries,
+        "trace": trace,
         "warnings": [d.to_dict() for d in diagnostics],
         "tables": {},
     }
-    return Bundle(manifest, {name: Table.concat(parts) for name, parts in tables.items()})
+    return Bundle(manifest, merged)

@@ -176,3 +176,20 @@ def format_count(n: int) -> str:
         if n >= scale and n % scale == 0:
             return f"{n // scale}{suffix}"
     return str(n)
+
+
+_SIZE_UNITS = {"": 1024, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+               "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def parse_size_kib(text: str, *, what: str = "size") -> int:
+    """'64M', '512KiB', '1G', '2048' (KiB, like tracefs' buffer_size_kb) -> KiB (> 0).
+    Units are powers of two."""
+    match = re.fullmatch(rf"\s*({_NUMBER})\s*([a-zA-Z]*)\s*", str(text))
+    unit = match.group(3).lower() if match else ""
+    if not match or unit not in _SIZE_UNITS:
+        raise UsageError(f"cannot read {what} {text!r}", "write a size such as 64M, 512K or 1G")
+    kib = int(float(match.group(1)) * _SIZE_UNITS[unit] // 1024)
+    if kib <= 0:
+        raise UsageError(f"{what} {text!r} is too small", "use at least 1K")
+    return kib

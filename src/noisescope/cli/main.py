@@ -20,9 +20,11 @@ import click
 from .. import __version__
 from ..errors import UsageError
 from .bench import bench_command
+from .cleanup import cleanup_command
 from .cluster import cluster_group
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .compare import compare_command
+from .explain import explain_command
 from .importing import import_command
 from .inject import inject_command
 from .predict import export_trace_command, predict_command
@@ -49,6 +51,8 @@ cli.add_command(run_command, "run")
 cli.add_command(compare_command, "compare")
 cli.add_command(predict_command, "predict")
 cli.add_command(export_trace_command, "export-trace")
+cli.add_command(explain_command, "explain")
+cli.add_command(cleanup_command, "cleanup")
 cli.add_command(cluster_group, "cluster")
 
 

@@ -6,7 +6,9 @@ import click
 
 from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
-from ..units import parse_cpu_list, parse_positive_duration
+from ..trace.scanning import TraceOptions
+from ..trace.session import EVENTS_PER_SECOND
+from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
 from .common import Progress, report
 
 EXAMPLES = """
@@ -17,6 +19,8 @@ EXAMPLES
   noisescope scan --probes detour --threshold 500ns
   noisescope scan --probes detour,timerlat --interval 200us --rt
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
+  noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
+  noisescope scan --no-trace               # without kernel tracing (no explanation)
 """
 
 
@@ -52,6 +56,12 @@ def measurement_options(command):
                      help="inject known noise while measuring, e.g. 1kHz:20us@cpu1 (repeatable)"),
         click.option("--label", help="configuration label stored in the bundle, e.g. "
                      "tuned-kernel"),
+        click.option("--no-trace", is_flag=True, help="do not record kernel events (detours "
+                     "stay unexplained); tracing is on by default when tracefs is writable"),
+        click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. "
+                     f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)"),
+        click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
+                     help="untraced detour run measuring tracing's own cost (0: skip)"),
     ]
     for decorate in reversed(decorators):
         command = decorate(command)
@@ -59,7 +69,8 @@ def measurement_options(command):
 
 
 def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
-                 interval, max_detours, injections, label) -> ScanOptions:
+                 interval, max_detours, injections, label, no_trace, trace_buffer,
+                 trace_cost) -> ScanOptions:
     return ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
         duration_ns=parse_positive_duration(duration, what="--duration"),
@@ -74,6 +85,11 @@ def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, p
         max_detours=_positive(max_detours, "--max-detours"),
         injections=tuple(Injection.parse(spec) for spec in injections),
         label=label,
+        trace=TraceOptions(
+            enabled=not no_trace,
+            buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
+            cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
+                                            "--trace-cost")),
     )
 
 
@@ -88,6 +104,14 @@ def scan_command(output, quiet, **measurement):
     destination = output or default_output(facts)
     progress = Progress(options.duration_ns, enabled=not quiet)
     return report(scan(options, facts=facts, progress=progress, destination=destination))
+
+
+def _not_negative(value: int, name: str) -> int:
+    from ..errors import UsageError
+
+    if value < 0:
+        raise UsageError(f"{name} must not be negative", f"e.g. {name} 2s, or 0 to skip")
+    return value
 
 
 def _positive(value: int | None, name: str) -> int | None:

@@ -10,6 +10,7 @@ from rich.table import Table as RichTable
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
 from .bench import bench_lines, workloads_table
+from .trace import causes_table, scan_worst_table, trace_lines
 
 
 def _pct(value: float | None) -> str:
@@ -56,7 +57,7 @@ def header_lines(bundle: Bundle) -> list[str]:
     if host.get("hz_estimate", {}).get("hz"):
         lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
                      f"(CONFIG_HZ={host.get('config_hz') or '?'})")
-    return lines
+    return lines + trace_lines(m)
 
 
 def import_lines(source: dict | None) -> list[str]:
@@ -160,6 +161,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "timerlat": [timerlat_table],
     "oslat": [oslat_table],
     "workloads": [workloads_table],
+    "attribution": [causes_table, scan_worst_table],
 }
 
 
