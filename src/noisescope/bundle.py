@@ -40,6 +40,16 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def manifest_head(kind: str, *, label: str | None, started_utc: str, argv: list[str] | None,
+                  complete: bool) -> dict:
+    """The fields every manifest starts with (finished now)."""
+    import sys
+
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, "tool": tool_info(),
+            "argv": list(argv if argv is not None else sys.argv), "label": label,
+            "started_utc": started_utc, "finished_utc": utc_now(), "complete": complete}
+
+
 class Bundle:
     """A measurement in memory: the manifest (a dict) and named Tables."""
 

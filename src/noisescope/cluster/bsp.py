@@ -29,7 +29,6 @@ From what the ranks measured, rank 0 computes (all per iteration):
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 from .. import _native
 from ..analysis.predict import predict
 from ..analysis.predict.traces import traces_from_bundle
-from ..bundle import SCHEMA_VERSION, Bundle, check_destination, tool_info, utc_now
+from ..bundle import Bundle, check_destination, manifest_head, utc_now
 from ..clock import measurement_clock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
@@ -320,9 +319,8 @@ def bsp_bundle(options: BspOptions, session: Session, units: int, priority: int,
                                 "normal priority"))
     complete = not any(r.get("interrupted") for r in records)
     manifest = {
-        "schema_version": SCHEMA_VERSION, "kind": "bsp", "tool": tool_info(),
-        "argv": list(argv if argv is not None else sys.argv), "label": options.label,
-        "started_utc": started, "finished_utc": utc_now(), "complete": complete,
+        **manifest_head("bsp", label=options.label, started_utc=started, argv=argv,
+                        complete=complete),
         "host": facts.to_dict(),
         "parameters": {**options.to_dict(), "ranks": size, "work_units": units,
                        "unit_iterations": UNIT_ITERATIONS, "priority": priority,

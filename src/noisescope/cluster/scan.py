@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -28,7 +27,7 @@ import numpy as np
 
 from .. import _native
 from ..analysis import fleet
-from ..bundle import SCHEMA_VERSION, Bundle, check_destination, tool_info, utc_now
+from ..bundle import Bundle, check_destination, manifest_head, utc_now
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..host import read_interrupts
@@ -217,14 +216,8 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
     summaries["differences"] = fleet.differences(records)
     complete = not session.interrupted and all(r.get("complete") for r in records)
     manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "fleet",
-        "tool": tool_info(),
-        "argv": list(argv if argv is not None else sys.argv),
-        "label": options.label,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "complete": complete,
+        **manifest_head("fleet", label=options.label, started_utc=started, argv=argv,
+                        complete=complete),
         "parameters": {**options.to_dict(), "ranks": session.world.size,
                        "timeout_ns": timeout_ns,
                        "inject_ranks": list(inject_ranks) if inject_ranks is not None else None,
