@@ -40,6 +40,10 @@ SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
 SLEEPING_PROBES = {"timerlat"}
+# With a fixed start (start_mono_ns), probe k starts at start + k * (its schedule's
+# elapsed time + this gap): scans started together on several nodes stay aligned
+# probe after probe. The gap covers ending one probe and preparing the next.
+ALIGNED_PROBE_GAP_NS = 500_000_000
 
 ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 
@@ -61,7 +65,7 @@ class ScanOptions:
     keep_series: bool = True  # timerlat: store every latency, not only the histogram
     injections: tuple[Injection, ...] = ()
     label: str | None = None
-    start_mono_ns: int = 0  # first window (CLOCK_MONOTONIC); 0: as soon as ready
+    start_mono_ns: int = 0  # first probe's first window (CLOCK_MONOTONIC); 0: as soon as ready
     trace: TraceOptions = TraceOptions()  # kernel tracing to explain detours
 
     def to_dict(self) -> dict:
@@ -175,11 +179,21 @@ def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -
                             threshold_ns=options.threshold_ns, max_detours=options.max_detours)
 
 
+def probe_start_ns(first_ns: int, schedule, index: int) -> int:
+    """When probe number `index` starts if the scan starts at `first_ns` (0: each
+    probe as soon as it is ready)."""
+    return first_ns + index * (schedule.elapsed_ns + ALIGNED_PROBE_GAP_NS) if first_ns else 0
+
+
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
-         destination: str | os.PathLike[str] | None = None, kind: str = "scan") -> Bundle:
+         destination: str | os.PathLike[str] | None = None, kind: str = "scan",
+         on_ready: Callable[[], int] | None = None) -> Bundle:
     """Measure, and write the bundle to `destination` if given (checked first).
-    `kind` names the command in the manifest (a `timerlat` run is a scan too)."""
+    `kind` names the command in the manifest (a `timerlat` run is a scan too).
+    `on_ready`, if given, is called once everything is checked and the clock is
+    known, just before measuring; it returns the start (CLOCK_MONOTONIC ns) to
+    use instead of options.start_mono_ns (cluster scans agree on it there)."""
     from .bundle import check_destination
 
     started = utc_now()
@@ -217,7 +231,8 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                                 Path(destination) if destination is not None else None)
     try:
         return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
-                        argv=argv, progress=progress, destination=destination, kind=kind)
+                        argv=argv, progress=progress, destination=destination, kind=kind,
+                        on_ready=on_ready)
     finally:
         tracing.close()
         tracing.discard()
@@ -225,8 +240,11 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
              schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
-             progress: ScanProgress | None, destination, kind: str) -> Bundle:
+             progress: ScanProgress | None, destination, kind: str,
+             on_ready: Callable[[], int] | None) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
+    if on_ready is not None:
+        options = replace(options, start_mono_ns=on_ready())
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
@@ -235,11 +253,11 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
             scan_plan.privileges["mlockall"] = locking
             if locking != "locked":
                 scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
-            for name in options.probes:
+            for index, name in enumerate(options.probes):
                 report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
                 ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
-                                   options.injections, injector_priority, options.start_mono_ns,
-                                   report)
+                                   options.injections, injector_priority,
+                                   probe_start_ns(options.start_mono_ns, schedule, index), report)
                 if name == "detour" and tracing.wants_cost_reference():
                     reference = _cost_reference(ctx, options, min(options.trace.cost_reference_ns,
                                                                   options.duration_ns))

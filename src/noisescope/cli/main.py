@@ -21,6 +21,7 @@ from .. import __version__
 from ..errors import UsageError
 from .bench import bench_command
 from .cleanup import cleanup_command
+from .cluster import cluster_group
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .compare import compare_command
 from .explain import explain_command
@@ -52,6 +53,7 @@ cli.add_command(predict_command, "predict")
 cli.add_command(export_trace_command, "export-trace")
 cli.add_command(explain_command, "explain")
 cli.add_command(cleanup_command, "cleanup")
+cli.add_command(cluster_group, "cluster")
 
 
 def _terminate(signum, frame):

@@ -28,40 +28,50 @@ def parse_probes(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
-@click.command(epilog=EXAMPLES)
-@click.option("--cpus", help="CPUs to measure, e.g. 0-3,8 (default: all online, allowed CPUs)")
-@click.option("--duration", default="10s", show_default=True, help="measuring time per probe")
-@click.option("--probes", "probe_list", default=",".join(DEFAULT_PROBES), show_default=True,
-              help=f"comma-separated probes to run, one after the other ({','.join(PROBES)})")
-@click.option("--threshold", default="1us", show_default=True,
-              help="shortest gap counted as a detour")
-@click.option("--rt", is_flag=True, help="sample at SCHED_FIFO priority (root); measures in "
-              "windows that leave the kernel time and stay clear of RT throttling")
-@click.option("--priority", default=DEFAULT_RT_PRIORITY, show_default=True,
-              help="SCHED_FIFO priority with --rt (1-99)")
-@click.option("--runtime", help="measuring window length (default 1s, or 900ms with --rt)")
-@click.option("--period", help="window period (default 1s)")
-@click.option("--quantum", default="1ms", show_default=True,
-              help="FTQ quantum and FWQ work per sample")
-@click.option("--interval", default="1ms", show_default=True, help="timerlat wakeup period")
-@click.option("--max-detours", type=int, help="detours stored per CPU (more are counted, and "
-              "kept in the histogram)")
-@click.option("--inject", "injections", multiple=True, metavar="RATE:LENGTH@cpuN[/MODE]",
-              help="inject known noise while measuring, e.g. 1kHz:20us@cpu1 (repeatable)")
-@click.option("--label", help="configuration label stored in the bundle, e.g. tuned-kernel")
-@click.option("--no-trace", is_flag=True, help="do not record kernel events (detours stay "
-              "unexplained); tracing is on by default when tracefs is writable")
-@click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. 64M "
-              f"(default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)")
-@click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
-              help="untraced detour run measuring tracing's own cost (0: skip)")
-@click.option("-o", "--output", help="bundle directory to write (must not exist)")
-@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
-                 interval, max_detours, injections, label, no_trace, trace_buffer, trace_cost, output,
-                 quiet):
-    """Measure OS noise on every CPU at once and write a result bundle."""
-    options = ScanOptions(
+def measurement_options(command):
+    """The options of what to measure and how, shared with `cluster scan`."""
+    decorators = [
+        click.option("--cpus", help="CPUs to measure, e.g. 0-3,8 (default: all online, allowed "
+                     "CPUs)"),
+        click.option("--duration", default="10s", show_default=True,
+                     help="measuring time per probe"),
+        click.option("--probes", "probe_list", default=",".join(DEFAULT_PROBES),
+                     show_default=True, help=f"comma-separated probes to run, one after the "
+                     f"other ({','.join(PROBES)})"),
+        click.option("--threshold", default="1us", show_default=True,
+                     help="shortest gap counted as a detour"),
+        click.option("--rt", is_flag=True, help="sample at SCHED_FIFO priority (root); measures "
+                     "in windows that leave the kernel time and stay clear of RT throttling"),
+        click.option("--priority", default=DEFAULT_RT_PRIORITY, show_default=True,
+                     help="SCHED_FIFO priority with --rt (1-99)"),
+        click.option("--runtime", help="measuring window length (default 1s, or 900ms with --rt)"),
+        click.option("--period", help="window period (default 1s)"),
+        click.option("--quantum", default="1ms", show_default=True,
+                     help="FTQ quantum and FWQ work per sample"),
+        click.option("--interval", default="1ms", show_default=True,
+                     help="timerlat wakeup period"),
+        click.option("--max-detours", type=int, help="detours stored per CPU (more are counted, "
+                     "and kept in the histogram)"),
+        click.option("--inject", "injections", multiple=True, metavar="RATE:LENGTH@cpuN[/MODE]",
+                     help="inject known noise while measuring, e.g. 1kHz:20us@cpu1 (repeatable)"),
+        click.option("--label", help="configuration label stored in the bundle, e.g. "
+                     "tuned-kernel"),
+        click.option("--no-trace", is_flag=True, help="do not record kernel events (detours "
+                     "stay unexplained); tracing is on by default when tracefs is writable"),
+        click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. "
+                     f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)"),
+        click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
+                     help="untraced detour run measuring tracing's own cost (0: skip)"),
+    ]
+    for decorate in reversed(decorators):
+        command = decorate(command)
+    return command
+
+
+def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
+                 interval, max_detours, injections, label, no_trace, trace_buffer,
+                 trace_cost) -> ScanOptions:
+    return ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
         duration_ns=parse_positive_duration(duration, what="--duration"),
         probes=parse_probes(probe_list),
@@ -81,6 +91,15 @@ def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, p
             cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
                                             "--trace-cost")),
     )
+
+
+@click.command(epilog=EXAMPLES)
+@measurement_options
+@click.option("-o", "--output", help="bundle directory to write (must not exist)")
+@click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+def scan_command(output, quiet, **measurement):
+    """Measure OS noise on every CPU at once and write a result bundle."""
+    options = scan_options(**measurement)
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.duration_ns, enabled=not quiet)

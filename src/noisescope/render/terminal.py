@@ -187,6 +187,11 @@ def print_bundle(bundle: Bundle, console: Console) -> None:
 
         print_prediction(Prediction.from_bundle(bundle), console)
         return
+    if bundle.kind in ("fleet", "bsp"):
+        from .fleet import print_fleet_bundle
+
+        print_fleet_bundle(bundle, console)
+        return
     for line in header_lines(bundle) + injection_lines(bundle) + bench_lines(bundle):
         console.print(line, highlight=False, markup=False)
     for probe, rows in bundle.summaries.items():
