@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .analysis.spectrum import add_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
@@ -217,6 +218,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted)
+    add_spectra(bundle)
     if destination is not None:
         bundle.write(destination)
     return bundle

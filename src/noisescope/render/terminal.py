@@ -94,10 +94,29 @@ def fwq_table(rows: list[dict]) -> RichTable:
     return t
 
 
+SOURCES_PER_SERIES = 3
+
+
+def spectrum_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="Periodic noise sources (spectrum of lost CPU time)", title_justify="left")
+    for name in ("CPU", "from", "frequency", "lines", "share %", "dB", "known as"):
+        t.add_column(name, justify="left" if name == "known as" else "right")
+    for s in rows:
+        sources = s["sources"][:SOURCES_PER_SERIES]
+        if not sources:
+            t.add_row(str(s["cpu"]), s["series"], "-", "-", "-", "-", "no periodic source found")
+        for src in sources:
+            t.add_row(str(s["cpu"]), s["series"], f"{src['frequency_hz']:.1f} Hz",
+                      str(len(src["harmonics"])), f"{src['share_pct']:.1f}",
+                      f"{src['strength_db']:.0f}", src["name"] or "")
+    return t
+
+
 SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable]]] = {
     "detour": [detour_table, hourglass_table],
     "ftq": [ftq_table],
     "fwq": [fwq_table],
+    "spectrum": [spectrum_table],
 }
 
 
