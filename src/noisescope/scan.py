@@ -32,6 +32,7 @@ from .privileges import can_use_fifo, is_root, memory_locked
 from .probes import PROBES, Injection, ProbeContext, ProbeResult, quantum
 from .probes import detour as detour_probe
 from .probes.schedule import plan_windows, rt_budget_ns
+from .system import check_system
 from .tables import Table
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
@@ -170,6 +171,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     started = utc_now()
     facts = facts or live_host_facts()
     scan_plan = plan(options, facts)
+    system = check_system("/", scan_plan.cpus, facts)
     if destination is not None:
         check_destination(Path(destination))
     if options.quantum_ns <= 0 or options.quantum_ns > options.duration_ns:
@@ -218,6 +220,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted)
+    bundle.manifest["system"] = system.to_list()
     add_spectra(bundle)
     if destination is not None:
         bundle.write(destination)

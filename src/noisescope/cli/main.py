@@ -23,6 +23,7 @@ from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .inject import inject_command
 from .scan import scan_command
 from .show import show_command
+from .system import system_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -35,6 +36,7 @@ def cli():
 cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
+cli.add_command(system_group, "system")
 
 
 def _terminate(signum, frame):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
@@ -147,9 +148,37 @@ def print_bundle(bundle: Bundle, console: Console) -> None:
 
 def print_warnings(bundle: Bundle, console: Console) -> None:
     warnings = bundle.warnings
-    if not warnings:
+    system = system_line(bundle)
+    if not warnings and not system:
         return
     console.print()
+    if system:
+        console.print(system, style="dim", highlight=False, markup=False)
     for w in warnings:
         console.print(f"warning: {w.message}", style="yellow", highlight=False, markup=False)
         console.print(f"  hint: {w.hint}", style="dim", highlight=False, markup=False)
+
+
+FINDING_STYLES = {"ok": "green", "advice": "yellow", "error": "red"}
+
+
+def findings_table(findings: list[dict]) -> RichTable:
+    """`system show` findings: one row per check, the advice under the finding."""
+    t = RichTable(box=None, show_header=False, pad_edge=False)
+    t.add_column("state", no_wrap=True)
+    t.add_column("check", no_wrap=True)
+    t.add_column("finding")
+    for f in findings:
+        text = Text(f["message"])
+        if f.get("advice"):
+            text.append(f"\n-> {f['advice']}", style="dim")
+        t.add_row(Text(f["state"], style=FINDING_STYLES.get(f["state"], "")), f["check"], text)
+    return t
+
+
+def system_line(bundle: Bundle) -> str | None:
+    """One line naming the system checks that gave advice when the bundle was measured."""
+    advised = [f["check"] for f in bundle.manifest.get("system", []) if f["state"] != "ok"]
+    if not advised:
+        return None
+    return f"system: advice on {', '.join(advised)} (details: noisescope system show)"
