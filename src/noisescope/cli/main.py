@@ -21,6 +21,7 @@ from .. import __version__
 from ..errors import UsageError
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .inject import inject_command
+from .report import report_command
 from .scan import scan_command
 from .show import show_command
 from .system import system_group
@@ -37,6 +38,7 @@ cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
 cli.add_command(system_group, "system")
+cli.add_command(report_command, "report")
 
 
 def _terminate(signum, frame):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import click
 
 from ..probes import PROBES, Injection
@@ -10,6 +14,8 @@ from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_f
 from ..units import parse_cpu_list, parse_positive_duration
 from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
 
+REPORT_FILE = "report.html"
+
 EXAMPLES = """
 \b
 EXAMPLES
@@ -17,6 +23,7 @@ EXAMPLES
   noisescope scan --cpus 2-3 --duration 60s --rt -o tuned
   noisescope scan --probes detour --threshold 500ns
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
+  noisescope scan --no-report -q           # tables only; no report.html in the bundle
 """
 
 
@@ -46,8 +53,10 @@ def parse_probes(text: str) -> tuple[str, ...]:
 @click.option("--label", help="configuration label stored in the bundle, e.g. tuned-kernel")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="write report.html (plots, tables, system check) into the bundle")
 def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
-                 max_detours, injections, label, output, quiet):
+                 max_detours, injections, label, output, quiet, report):
     """Measure OS noise on every CPU at once and write a result bundle."""
     options = ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
@@ -69,7 +78,26 @@ def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, p
     bundle = scan(options, facts=facts, progress=progress, destination=destination)
     print_bundle(bundle, stdout)
     stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
+    if report:
+        write_report_beside(bundle.path, quiet)
     return 0 if bundle.complete else EXIT_INTERRUPTED
+
+
+def write_report_beside(bundle_path: Path, quiet: bool) -> None:
+    """report.html into the bundle, drawn by a child process: matplotlib and the
+    loaded tables never add to the measuring process's memory. A failure leaves
+    the measurement as it is and says so."""
+    target = bundle_path / REPORT_FILE
+    child = subprocess.run([sys.executable, "-m", "noisescope", "report", str(bundle_path), "-o",
+                            str(target), "--quiet"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if child.returncode != 0:
+        reason = (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
+        stderr.print(f"warning: the report was not written ({reason}); the bundle is complete, "
+                     f"try: noisescope report {bundle_path}", style="yellow", highlight=False,
+                     markup=False)
+    elif not quiet:
+        stderr.print(f"report: {target}", highlight=False)
 
 
 def _positive(value: int | None, name: str) -> int | None:
