@@ -10,6 +10,7 @@ Chromium comes from the Debian package `chromium` (installed by .ci/run).
 from __future__ import annotations
 
 import base64
+import fcntl
 import itertools
 import json
 import os
@@ -44,8 +45,11 @@ class Browser:
         self._from_browser, from_child = os.pipe()
 
         def wire_pipes() -> None:  # runs in the child: commands on fd 3, answers on fd 4
-            os.dup2(to_child, 3)
-            os.dup2(from_child, 4)
+            # move both out of the way first: either may already be fd 3 or 4
+            commands = fcntl.fcntl(to_child, fcntl.F_DUPFD, 10)
+            answers = fcntl.fcntl(from_child, fcntl.F_DUPFD, 10)
+            os.dup2(commands, 3)  # dup2 onto another fd leaves it open across exec
+            os.dup2(answers, 4)
 
         self._process = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={self._profile.name}",

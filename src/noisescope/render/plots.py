@@ -334,7 +334,8 @@ def _draw_spectrum(ax, frequency, power, summary: dict, log: bool) -> None:
     keep = frequency > 0
     f, p = frequency[keep], np.maximum(power[keep], np.finfo(float).tiny)
     cx, _, high = envelope(f, p, log=log)
-    ax.plot(cx, high, color="#444444", lw=0.6)
+    drawn = ~np.isnan(high)  # on a log axis the lowest frequencies leave columns empty
+    ax.plot(cx[drawn], high[drawn], color="#444444", lw=0.6)
     ax.set_yscale("log")
     if log:
         ax.set_xscale("log")
@@ -345,7 +346,7 @@ def _draw_spectrum(ax, frequency, power, summary: dict, log: bool) -> None:
         label = f"{source['frequency_hz']:.1f} Hz {plain(source['name'] or '')}".strip()
         ax.plot([], [], color=color, ls="--", label=f"{label} ({source['share_pct']:.0f}%)")
     if summary["sources"]:
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="none")
 
 
 # -- comparisons across bundles -----------------------------------------------------------
