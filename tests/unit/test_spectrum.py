@@ -113,6 +113,17 @@ def test_ftq_series_spectrum_names_the_injection():
     assert summary["sources"][0]["name"] == "injected noise"
 
 
+def test_threshold_quantiles_match_the_gamma_distribution():
+    from scipy.special import gammainccinv
+
+    from noisescope.analysis.spectrum import _gamma_quantile
+
+    for shape in (1, 3, 10, 600):
+        for tail in (0.5, 1e-4, 1e-8):
+            exact = gammainccinv(shape, tail) / shape
+            assert _gamma_quantile(shape, 1 - tail) == pytest.approx(exact, rel=0.13)
+
+
 def test_white_noise_has_no_sources():
     rng = np.random.default_rng(11)
     pieces = [rng.normal(0, 0.01, 20_000) for _ in range(20)]
@@ -127,5 +138,5 @@ def test_windows_after_a_detour_buffer_overflow_are_left_out():
                      "duration_ns": durations[keep]})
     windows = windows_table("detour", np.arange(4) * SECOND, SECOND)
     last_end = int((starts[keep] + durations[keep]).max())
-    assert len(detour_pieces(detours, windows, 0, last_end)) == 1
-    assert len(detour_pieces(detours, windows, 0, None)) == 4
+    assert len(list(detour_pieces(detours, windows, 0, last_end))) == 1
+    assert len(list(detour_pieces(detours, windows, 0, None))) == 4

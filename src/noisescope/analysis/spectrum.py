@@ -19,7 +19,10 @@ background at its fundamental.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -37,7 +40,7 @@ MAX_HARMONIC = 64
 MAX_SOURCES = 8
 MIN_SHARE_PCT = 0.5  # weaker lines are listed in the spectrum table only
 NAME_TOLERANCE = 0.01  # a source within 1% of a known frequency takes its name
-CHUNK_SAMPLES = 4_000_000  # samples transformed at once (bounds memory)
+CHUNK_SAMPLES = 262_144  # samples transformed at once: a few MB of temporaries
 
 
 @dataclass(frozen=True)
@@ -63,33 +66,53 @@ def periodic_hann(n: int) -> np.ndarray:
     return 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n)
 
 
-def mean_periodogram(pieces: list[np.ndarray], sample_ns: int) -> Spectrum | None:
+def mean_periodogram(pieces: Iterable[np.ndarray], sample_ns: int,
+                     typical_samples: int | None = None) -> Spectrum | None:
     """Average Hann-windowed periodogram of equal-length, mean-removed segments.
 
     Each piece (one measuring window's series) is cut into segments of the
-    common length; what is left over at a piece's end is not used."""
-    if not pieces:
-        return None
-    longest_ok = int(SEGMENT_NS // sample_ns)
-    length = min(int(np.median([len(p) for p in pieces])), longest_ok)
+    typical piece length (at most SEGMENT_NS); what is left over at a piece's
+    end is not used. Pieces are consumed one by one, so a generator keeps
+    memory bounded however long the measurement."""
+    if typical_samples is None:
+        pieces = list(pieces)
+        typical_samples = int(np.median([len(p) for p in pieces])) if pieces else 0
+    length = min(typical_samples, int(SEGMENT_NS // sample_ns))
     if length < 4 * MIN_CYCLES:
         return None
-    segments = [p[k * length:(k + 1) * length] for p in pieces for k in range(len(p) // length)]
-    if not segments:
-        return None
     window = periodic_hann(length)
-    scale = sample_ns / SECOND / (window ** 2).sum()  # one-sided power spectral density
     total = np.zeros(length // 2 + 1)
     per_chunk = max(1, CHUNK_SAMPLES // length)
-    for first in range(0, len(segments), per_chunk):
-        block = np.vstack(segments[first:first + per_chunk]).astype(np.float64)
+    pending: list[np.ndarray] = []
+    count = 0
+
+    def transform() -> None:
+        block = np.vstack(pending).astype(np.float64)
         block -= block.mean(axis=1, keepdims=True)
         spectrum = np.fft.rfft(block * window, axis=1)
-        total += (spectrum.real ** 2 + spectrum.imag ** 2).sum(axis=0)
-    power = total * scale / len(segments)
+        total[:] += (spectrum.real ** 2 + spectrum.imag ** 2).sum(axis=0)
+        pending.clear()
+
+    for piece in pieces:
+        for k in range(len(piece) // length):
+            pending.append(piece[k * length:(k + 1) * length])
+            count += 1
+            if len(pending) == per_chunk:
+                transform()
+    if pending:
+        transform()
+    if count == 0:
+        return None
+    scale = sample_ns / SECOND / (window ** 2).sum()  # one-sided power spectral density
+    power = total * scale / count
     power[1:-1 if length % 2 == 0 else None] *= 2
     frequency = np.fft.rfftfreq(length, sample_ns / SECOND)
-    return Spectrum(frequency, power, sample_ns, length, len(segments))
+    return Spectrum(frequency, power, sample_ns, length, count)
+
+
+def typical_window_samples(windows: Table, cpu: int, probe: str, sample_ns: int) -> int:
+    begin, end = _window_ranges(windows, cpu, probe)
+    return int(np.median((end - begin) // sample_ns)) if len(begin) else 0
 
 
 def _window_ranges(windows: Table, cpu: int, probe: str) -> tuple[np.ndarray, np.ndarray]:
@@ -118,18 +141,16 @@ def lost_time_series(starts: np.ndarray, durations: np.ndarray, begin: int, end:
 
 
 def detour_pieces(detours: Table, windows: Table, cpu: int, stored_until_ns: int | None
-                  ) -> list[np.ndarray]:
+                  ) -> Iterator[np.ndarray]:
     """Lost-time series of each detour window of `cpu` that the stored trace covers."""
     mine = detours.where(cpu=cpu)
     order = np.argsort(mine["start_ns"], kind="stable")
     starts, durations = mine["start_ns"][order], mine["duration_ns"][order]
-    pieces = []
     for begin, end in zip(*_window_ranges(windows, cpu, "detour"), strict=True):
         if stored_until_ns is not None and end > stored_until_ns:
             break  # the buffer was full: later detours were counted but not stored
         lo, hi = np.searchsorted(starts, [begin, end])
-        pieces.append(lost_time_series(starts[lo:hi], durations[lo:hi], int(begin), int(end)))
-    return pieces
+        yield lost_time_series(starts[lo:hi], durations[lo:hi], int(begin), int(end))
 
 
 def ftq_pieces(ftq: Table, windows: Table, cpu: int) -> list[np.ndarray]:
@@ -159,15 +180,23 @@ def _running_median(values: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+def _gamma_quantile(shape: float, probability: float) -> float:
+    """Quantile of Gamma(shape, scale 1/shape): the mean of `shape` periodograms of
+    noise relative to its expectation (chi-square with 2*shape degrees of freedom
+    over 2*shape). Wilson-Hilferty's approximation (within 10% in the far tail):
+    scipy.special would add 25 MB to the measuring process for this one number."""
+    if shape == 1:  # one periodogram: exponential, exactly
+        return -math.log1p(-probability)
+    z = NormalDist().inv_cdf(probability)
+    return max(0.0, 1 - 1 / (9 * shape) + z / (9 * shape) ** 0.5) ** 3
+
+
 def _threshold_factor(segments: int, bins: int) -> tuple[float, float]:
     """(background mean / median, threshold / background mean) for an average of
     `segments` periodograms, whose noise-only bins follow Gamma(K, mean/K)."""
-    from scipy.special import gammainccinv, gammaincinv
-
     k = float(segments)
-    median = gammaincinv(k, 0.5) / k
-    level = gammainccinv(k, min(0.5, FALSE_ALARM / max(bins, 1))) / k
-    return 1.0 / median, level
+    level = _gamma_quantile(k, 1 - min(0.5, FALSE_ALARM / max(bins, 1)))
+    return 1.0 / _gamma_quantile(k, 0.5), level
 
 
 @dataclass
@@ -323,7 +352,8 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
             if quantum_ns > 0:
                 inputs.append(("ftq", s["cpu"], quantum_ns, ftq_pieces(ftq, windows, s["cpu"])))
     for series, cpu, sample_ns, pieces in inputs:
-        spec = mean_periodogram(pieces, sample_ns)
+        spec = mean_periodogram(pieces, sample_ns,
+                                typical_window_samples(windows, cpu, series, sample_ns))
         if spec is None:
             continue
         parts.append(Table({

@@ -6,7 +6,6 @@ import click
 
 from ..bundle import load
 from ..errors import UsageError
-from ..render.report import FORMATS
 from .common import stderr
 
 EXAMPLES = """
@@ -17,7 +16,10 @@ EXAMPLES
   noisescope report tuned/ --format md -o tuned.md               # + tuned_files/*.png
   noisescope report tuned/ --format png -o figures/
 """
+# render.report (matplotlib) is imported only when a report is written: this module
+# is loaded by every command, `scan` included.
 DEFAULT_OUTPUT = {"html": "report.html", "md": "report.md", "png": "report-figures"}
+FORMATS = tuple(DEFAULT_OUTPUT)
 
 
 @click.command(epilog=EXAMPLES)

@@ -27,8 +27,6 @@ from ..units import format_cpu_list, format_duration
 from . import plots
 from .terminal import SUMMARY_TABLES, injection_lines
 
-FORMATS = ("html", "md", "png")
-
 
 @dataclass
 class TableBlock:
