@@ -140,3 +140,23 @@ def test_windows_after_a_detour_buffer_overflow_are_left_out():
     last_end = int((starts[keep] + durations[keep]).max())
     assert len(list(detour_pieces(detours, windows, 0, last_end))) == 1
     assert len(list(detour_pieces(detours, windows, 0, None))) == 4
+
+
+def test_a_comb_without_its_fundamental_is_one_source_and_the_tick_stays_apart():
+    """As on the development VM: lines at 800, 900, 1100, ... Hz (a 100 Hz host
+    timer whose own line is too weak to show) beside the 250 Hz tick."""
+    from noisescope.analysis.spectrum import Spectrum
+
+    rng = np.random.default_rng(4)
+    frequency = np.fft.rfftfreq(20_000, BIN_NS / 1e9)  # 1 Hz bins up to 10 kHz
+    power = rng.gamma(10, 1 / 10, len(frequency))  # 10 averaged periodograms of noise
+    for f in [800, 900, 1100, 1200, 1300, 1400, 1600, 1700, 1900, 2100, 2300]:
+        power[f - 1:f + 2] += [20, 40, 20]
+    for f in range(250, 5001, 250):
+        power[f - 1:f + 2] += [40, 80, 40]
+    spec = Spectrum(frequency, power, BIN_NS, 20_000, 10)
+    sources = find_sources(spec, {250.0: "timer tick (HZ=250)"})
+    assert [round(s["frequency_hz"]) for s in sources[:2]] == [250, 100]
+    assert sources[0]["name"] == "timer tick (HZ=250)" and sources[1]["name"] is None
+    assert 1 not in sources[1]["harmonics"] and {8, 9, 12, 23} <= set(sources[1]["harmonics"])
+    assert len(sources) == 2

@@ -13,14 +13,15 @@ for a small false-alarm chance) are grouped into sources: a peak at an integer
 multiple of a lower source's frequency (or at the alias of one between the
 Nyquist and the sampling frequency) that is not much stronger than that source's
 lines is one of its harmonics. A source has a frequency (refined from its harmonics), the share of
-the noise's power (variance) its peaks hold, and a strength in dB over the
-background at its fundamental.
+the noise's power (variance) its peaks hold, and a strength: its strongest
+line in dB over the background. Sources that are multiples of one frequency
+with no line of its own are one source whose fundamental is missing.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -37,6 +38,7 @@ MAIN_LOBE = 2  # a Hann-windowed line spreads over +-2 bins
 MIN_CYCLES = 3  # a source must repeat at least this often per segment
 HARMONIC_EXCESS = 4.0  # a harmonic is at most this much stronger than the source's strongest line
 MAX_HARMONIC = 64
+MIN_COMB = 3  # sources needed to infer a fundamental that shows no line itself
 MAX_SOURCES = 8
 MIN_SHARE_PCT = 0.5  # weaker lines are listed in the spectrum table only
 NAME_TOLERANCE = 0.01  # a source within 1% of a known frequency takes its name
@@ -210,17 +212,21 @@ class _Peak:
 
 @dataclass
 class _Source:
-    fundamental: _Peak
-    harmonics: dict[int, _Peak]
+    lines: dict[int, _Peak]  # harmonic number -> its peak
 
     @property
     def lobe_power(self) -> float:
-        return sum(p.lobe_power for p in self.harmonics.values())
+        return sum(p.lobe_power for p in self.lines.values())
+
+    @property
+    def strongest(self) -> _Peak:
+        return max(self.lines.values(), key=lambda p: p.power)
 
     def frequency(self, sampling_hz: float) -> float:
-        # least squares through the harmonics below the Nyquist frequency
-        direct = {n: p for n, p in self.harmonics.items() if n * self.fundamental.frequency_hz
-                  < sampling_hz / 2}
+        """Least squares through the lines below the Nyquist frequency (not aliased)."""
+        lowest = min(self.lines)
+        rough = self.lines[lowest].frequency_hz / lowest
+        direct = {n: p for n, p in self.lines.items() if n * rough < sampling_hz / 2}
         weights = np.array([p.power for p in direct.values()])
         n = np.array(list(direct), dtype=np.float64)
         f = np.array([p.frequency_hz for p in direct.values()])
@@ -260,18 +266,70 @@ def _local_peaks(spec: Spectrum) -> list[_Peak]:
     return sorted(peaks, key=lambda p: p.frequency_hz)
 
 
-def _harmonic_number(peak: _Peak, source: _Source, spec: Spectrum) -> int | None:
+def _harmonic_number(peak: _Peak, source: _Source, spec: Spectrum, aliased: bool) -> int | None:
+    """n if the peak is the source's n-th harmonic: directly (below the Nyquist
+    frequency) or, with `aliased`, folded back from between the Nyquist and the
+    sampling frequency (beyond that the sampling, a boxcar average, leaves
+    harmonics too weak to matter)."""
     f0, df = source.frequency(spec.sampling_hz), spec.resolution_hz
-    if peak.power > HARMONIC_EXCESS * max(p.power for p in source.harmonics.values()):
+    if peak.power > HARMONIC_EXCESS * source.strongest.power:
         return None
     n = np.arange(2, MAX_HARMONIC + 1)
-    # the fundamental's error grows n-fold; beyond one fold above the Nyquist
-    # frequency the sampling (a boxcar average) leaves harmonics too weak to matter
-    tolerance = df * (1.0 + n / 16)
-    usable = (tolerance < f0 / 4) & (n * f0 < spec.sampling_hz)
+    tolerance = _tolerance(n, df)
+    above = n * f0 >= spec.sampling_hz / 2
+    usable = (tolerance < f0 / 4) & (n * f0 < spec.sampling_hz) & (above == aliased)
     distance = np.abs(_alias(n * f0, spec.sampling_hz) - peak.frequency_hz)
-    match = np.flatnonzero(usable & (distance <= tolerance))
+    match = np.flatnonzero(usable & (distance <= tolerance) & ~np.isin(n, list(source.lines)))
     return int(n[match[0]]) if len(match) else None
+
+
+def _tolerance(n: np.ndarray | int, resolution_hz: float):
+    # the fundamental's error grows n-fold
+    return resolution_hz * (1.0 + np.asarray(n) / 16)
+
+
+def _merge_missing_fundamentals(sources: list[_Source], peaks: list[_Peak], spec: Spectrum,
+                                keep: Callable[[_Source], bool]) -> list[_Source]:
+    """Sources that are multiples of one frequency without a line of its own (a
+    comb like 800, 900, 1100, 1200 Hz whose 100 Hz fundamental is too weak to
+    show) become one source, when lines fill at least half of the comb's teeth
+    between the lowest and the highest of them. Sources for which `keep` holds
+    (known ones: the tick, injected noise) stay as they are."""
+    kept = [s for s in sources if keep(s)]
+    sources = [s for s in sources if not keep(s)]
+    lines = np.array([p.frequency_hz for p in peaks])
+    while len(sources) >= MIN_COMB:
+        frequencies = np.array([s.frequency(spec.sampling_hz) for s in sources])
+        best: tuple[int, float, np.ndarray, np.ndarray] | None = None
+        steps = np.round(np.diff(np.sort(frequencies)) / spec.resolution_hz) * spec.resolution_hz
+        for f0 in np.unique(steps):
+            if f0 < MIN_CYCLES * spec.resolution_hz:
+                continue
+            n = np.round(frequencies / f0).astype(np.int64)
+            tolerance = _tolerance(n, spec.resolution_hz)
+            member = ((n >= 1) & (n * f0 < spec.sampling_hz / 2) & (tolerance < f0 / 4)
+                      & (np.abs(frequencies - n * f0) <= tolerance))
+            if member.sum() < MIN_COMB:
+                continue
+            teeth = np.arange(n[member].min(), n[member].max() + 1)
+            filled = np.abs(lines[None, :] - teeth[:, None] * f0).min(axis=1) <= _tolerance(
+                teeth, spec.resolution_hz)
+            if filled.mean() < 0.5:
+                continue
+            if best is None or (int(member.sum()), f0) > (best[0], best[1]):
+                best = (int(member.sum()), f0, member, n)
+        if best is None:
+            break
+        _, f0, member, n = best
+        merged: dict[int, _Peak] = {}
+        for source, multiple in zip([s for s, m in zip(sources, member, strict=True) if m],
+                                    n[member], strict=True):
+            for k, peak in source.lines.items():
+                number = int(k * multiple)
+                if number not in merged or merged[number].power < peak.power:
+                    merged[number] = peak
+        sources = [s for s, m in zip(sources, member, strict=True) if not m] + [_Source(merged)]
+    return kept + sources
 
 
 def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[dict]:
@@ -279,16 +337,18 @@ def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[
     peaks = _local_peaks(spec)
     sources: list[_Source] = []
     for peak in peaks:  # lowest frequency first: fundamentals come before harmonics
-        owner, number = None, None
-        for source in sorted(sources, key=lambda s: -s.fundamental.frequency_hz):
-            number = _harmonic_number(peak, source, spec)
-            if number is not None and number not in source.harmonics:
-                owner = source
-                break
+        # a direct harmonic is a better explanation than an aliased one; among
+        # sources, the highest fundamental (the most specific) wins
+        candidates = sorted(sources, key=lambda s: -s.frequency(spec.sampling_hz))
+        owner = next(((s, n) for aliased in (False, True) for s in candidates
+                      if (n := _harmonic_number(peak, s, spec, aliased)) is not None), None)
         if owner is not None:
-            owner.harmonics[number] = peak
+            owner[0].lines[owner[1]] = peak
         else:
-            sources.append(_Source(peak, {1: peak}))
+            sources.append(_Source({1: peak}))
+    known = known or {}
+    sources = _merge_missing_fundamentals(
+        sources, peaks, spec, keep=lambda s: name_for(s.frequency(spec.sampling_hz), known) is not None)
     total = float(spec.power[1:].sum() * spec.resolution_hz)
     listed = []
     for source in sorted(sources, key=lambda s: -s.lobe_power):
@@ -298,10 +358,10 @@ def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[
         frequency = source.frequency(spec.sampling_hz)
         listed.append({
             "frequency_hz": frequency,
-            "harmonics": sorted(source.harmonics),
+            "harmonics": sorted(source.lines),
             "share_pct": share,
-            "strength_db": source.fundamental.strength_db,
-            "name": name_for(frequency, known or {}),
+            "strength_db": source.strongest.strength_db,
+            "name": name_for(frequency, known),
         })
     return listed
 
