@@ -78,9 +78,11 @@ def styled(function):
     return run
 
 
-def envelope(x: np.ndarray, y: np.ndarray, columns: int = COLUMNS, log: bool = False
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Min and max of y in each of `columns` equal bins of x (NaN where a bin is empty)."""
+def envelope(x: np.ndarray, y: np.ndarray, columns: int = COLUMNS, log: bool = False,
+             drop_empty: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Min and max of y in each of `columns` equal bins of x: NaN where a bin is
+    empty (a gap in a time series), or left out with `drop_empty` (a curve whose
+    points are sparse at one end of a log axis)."""
     if len(x) == 0:
         return np.array([]), np.array([]), np.array([])
     order = np.argsort(x, kind="stable")
@@ -98,6 +100,8 @@ def envelope(x: np.ndarray, y: np.ndarray, columns: int = COLUMNS, log: bool = F
     centers = 10 ** middle if log else middle
     low[used] = np.minimum.reduceat(y, starts)
     high[used] = np.maximum.reduceat(y, starts)
+    if drop_empty:
+        return centers[used], low[used], high[used]
     return centers, low, high
 
 
@@ -239,11 +243,30 @@ def _log_bins(low: float, high: float, per_decade: int = 20) -> np.ndarray:
     return np.logspace(np.log10(low), np.log10(high), max(2, int(np.log10(high / low) * per_decade)))
 
 
+def _single_axes(bundles: list[Bundle]):
+    figure, axes = new_figure(1, row_height=3.2)
+    return figure, axes[0, 0], bundle_names(bundles)
+
+
+def _finish_log_log(ax, drawn: int, xlabel: str, ylabel: str, durations: bool) -> bool:
+    """Log scales, labels and legend of an overlay; False when nothing was drawn."""
+    if not drawn:
+        return False
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if durations:
+        _duration_axis(ax, "x")
+    else:
+        ax.xaxis.set_major_formatter(EngFormatter())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(ncols=min(drawn, 4))
+    return True
+
+
 @styled
 def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
-    figure, axes = new_figure(1, row_height=3.2)
-    ax = axes[0, 0]
-    names = bundle_names(bundles)
+    figure, ax, names = _single_axes(bundles)
     drawn = 0
     for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])),
                                   _cycle(), strict=False):
@@ -254,23 +277,15 @@ def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
         ax.stairs(counts, edges, color=color, lw=1.1,
                   label=panel_title(bundle, s["cpu"], names, _several(bundles)))
         drawn += 1
-    if not drawn:
+    if not _finish_log_log(ax, drawn, "detour length", "detours per bin", durations=True):
         return []
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    _duration_axis(ax, "x")
-    ax.set_xlabel("detour length")
-    ax.set_ylabel("detours per bin")
-    ax.legend(ncols=min(drawn, 4))
     return [Figure("detours-histogram", "Detour lengths",
                    "Histogram of stored detour lengths, 20 logarithmic bins per decade.", figure)]
 
 
 @styled
 def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
-    figure, axes = new_figure(1, row_height=3.2)
-    ax = axes[0, 0]
-    names = bundle_names(bundles)
+    figure, ax, names = _single_axes(bundles)
     drawn = 0
     for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])
                                    if b.has_table("gap_histogram")), _cycle(), strict=False):
@@ -283,14 +298,9 @@ def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
         ax.stairs(h["count"][keep], np.r_[lower, upper[-1]], color=color, lw=1.1,
                   label=panel_title(bundle, s["cpu"], names, _several(bundles)))
         drawn += 1
-    if not drawn:
+    if not _finish_log_log(ax, drawn, "gap between two clock reads (cycles)", "gaps per bucket",
+                           durations=False):
         return []
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.xaxis.set_major_formatter(EngFormatter())
-    ax.set_xlabel("gap between two clock reads (cycles)")
-    ax.set_ylabel("gaps per bucket")
-    ax.legend(ncols=min(drawn, 4))
     return [Figure("hourglass", "Hourglass: gaps above 1000 cycles",
                    "Every gap between two reads of the clock longer than 1000 cycles, counted in "
                    "the sampler's log-scale buckets (also those not stored as detours).", figure)]
@@ -333,9 +343,8 @@ def spectrum_figure(bundles: list[Bundle]) -> list[Figure]:
 def _draw_spectrum(ax, frequency, power, summary: dict, log: bool) -> None:
     keep = frequency > 0
     f, p = frequency[keep], np.maximum(power[keep], np.finfo(float).tiny)
-    cx, _, high = envelope(f, p, log=log)
-    drawn = ~np.isnan(high)  # on a log axis the lowest frequencies leave columns empty
-    ax.plot(cx[drawn], high[drawn], color="#444444", lw=0.6)
+    cx, _, high = envelope(f, p, log=log, drop_empty=True)
+    ax.plot(cx, high, color="#444444", lw=0.6)
     ax.set_yscale("log")
     if log:
         ax.set_xscale("log")
@@ -379,9 +388,7 @@ def noise_bars(bundles: list[Bundle]) -> list[Figure]:
 
 @styled
 def detour_rate_curves(bundles: list[Bundle]) -> list[Figure]:
-    names = bundle_names(bundles)
-    figure, axes = new_figure(1, row_height=3.2)
-    ax = axes[0, 0]
+    figure, ax, names = _single_axes(bundles)
     drawn = 0
     for bundle, color in zip(bundles, _cycle(), strict=False):
         summaries = bundle.summaries.get("detour", [])
@@ -392,17 +399,12 @@ def detour_rate_curves(bundles: list[Bundle]) -> list[Figure]:
         if len(lengths) == 0 or seconds <= 0:
             continue
         rate = np.arange(1, len(lengths) + 1) / seconds
-        x, _, high = envelope(lengths.astype(np.float64), rate, log=True)
+        x, _, high = envelope(lengths.astype(np.float64), rate, log=True, drop_empty=True)
         ax.plot(x, high, color=color, lw=1.2, label=plain(names[id(bundle)]), drawstyle="steps-post")
         drawn += 1
-    if not drawn:
+    if not _finish_log_log(ax, drawn, "detour length at least", "detours per CPU-second",
+                           durations=True):
         return []
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    _duration_axis(ax, "x")
-    ax.set_xlabel("detour length at least")
-    ax.set_ylabel("detours per CPU-second")
-    ax.legend()
     return [Figure("compare-detours", "How often the CPU is taken away for at least a given time",
                    "Rate of detours at least as long as x, pooled over each bundle's CPUs: lower "
                    "and further left is quieter.", figure)]
