@@ -143,3 +143,11 @@ def test_report_of_a_bundle_without_spectra_computes_them(scanned, tmp_path):
     report = build_report([noisescope.load(old)])
     assert "spectrum" in [s.key for s in report.sections]
     assert [f.key for f in report.figures].count("spectrum") == 1
+
+
+def test_unwritable_output_is_one_line_exit_2(scanned, tmp_path):
+    for output in (tmp_path, tmp_path / "missing" / "r.html"):  # a directory; no directory
+        done = run("report", str(scanned), "-o", str(output))
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "cannot write" in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -39,8 +39,8 @@ def report_command(bundle_paths, output, fmt, quiet):
     bundles = [load(path) for path in bundle_paths]  # every bundle checked before writing
     try:
         written = write_report(bundles, destination, fmt)
-    except FileNotFoundError as error:
+    except OSError as error:  # missing directory, a directory in the way, no permission
         raise UsageError(f"cannot write {destination}: {error.strerror}",
-                         "create its directory first or choose another -o") from None
+                         "choose another -o (its directory must exist)") from None
     if not quiet:
         stderr.print(f"report: {written}", highlight=False)
