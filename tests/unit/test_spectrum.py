@@ -160,3 +160,15 @@ def test_a_comb_without_its_fundamental_is_one_source_and_the_tick_stays_apart()
     assert sources[0]["name"] == "timer tick (HZ=250)" and sources[1]["name"] is None
     assert 1 not in sources[1]["harmonics"] and {8, 9, 12, 23} <= set(sources[1]["harmonics"])
     assert len(sources) == 2
+
+
+def test_a_line_at_a_known_frequency_is_never_a_harmonic_of_another():
+    """A 125 Hz source (another task's timer) must not swallow the 250 Hz tick."""
+    rng = np.random.default_rng(6)
+    starts, durations = synthetic_trace(rng, 6 * SECOND, [(125.0, 30_000), (250.0, 13_000)])
+    pieces = [lost_time_series(starts, durations, w * SECOND, (w + 1) * SECOND) for w in range(6)]
+    sources = find_sources(mean_periodogram(pieces, BIN_NS), {250.0: "timer tick (HZ=250)"})
+    tick = [s for s in sources if s["name"]]
+    other = [s for s in sources if not s["name"]]
+    assert len(tick) == 1 and tick[0]["frequency_hz"] == pytest.approx(250, rel=0.002)
+    assert other[0]["frequency_hz"] == pytest.approx(125, rel=0.002)  # the strongest unnamed

@@ -334,19 +334,21 @@ def _merge_missing_fundamentals(sources: list[_Source], peaks: list[_Peak], spec
 
 def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[dict]:
     """The dominant periodic sources in a spectrum, strongest share first."""
+    known = known or {}
     peaks = _local_peaks(spec)
     sources: list[_Source] = []
     for peak in peaks:  # lowest frequency first: fundamentals come before harmonics
         # a direct harmonic is a better explanation than an aliased one; among
-        # sources, the highest fundamental (the most specific) wins
+        # sources, the highest fundamental (the most specific) wins; a line at a
+        # known frequency (the tick, injected noise) is always a source of its own
         candidates = sorted(sources, key=lambda s: -s.frequency(spec.sampling_hz))
-        owner = next(((s, n) for aliased in (False, True) for s in candidates
-                      if (n := _harmonic_number(peak, s, spec, aliased)) is not None), None)
+        owner = None if name_for(peak.frequency_hz, known) else next(
+            ((s, n) for aliased in (False, True) for s in candidates
+             if (n := _harmonic_number(peak, s, spec, aliased)) is not None), None)
         if owner is not None:
             owner[0].lines[owner[1]] = peak
         else:
             sources.append(_Source({1: peak}))
-    known = known or {}
     sources = _merge_missing_fundamentals(
         sources, peaks, spec, keep=lambda s: name_for(s.frequency(spec.sampling_hz), known) is not None)
     total = float(spec.power[1:].sum() * spec.resolution_hz)
