@@ -73,12 +73,12 @@ def mean_periodogram(pieces: Iterable[np.ndarray], sample_ns: int,
     """Average Hann-windowed periodogram of equal-length, mean-removed segments.
 
     Each piece (one measuring window's series) is cut into segments of the
-    typical piece length (at most SEGMENT_NS); what is left over at a piece's
-    end is not used. Pieces are consumed one by one, so a generator keeps
+    typical piece length (usual_length(), at most SEGMENT_NS); what is left
+    over at a piece's end is not used. Pieces are consumed one by one, so a generator keeps
     memory bounded however long the measurement."""
     if typical_samples is None:
         pieces = list(pieces)
-        typical_samples = int(np.median([len(p) for p in pieces])) if pieces else 0
+        typical_samples = usual_length([len(p) for p in pieces])
     length = min(typical_samples, int(SEGMENT_NS // sample_ns))
     if length < 4 * MIN_CYCLES:
         return None
@@ -112,9 +112,16 @@ def mean_periodogram(pieces: Iterable[np.ndarray], sample_ns: int,
     return Spectrum(frequency, power, sample_ns, length, count)
 
 
-def typical_window_samples(windows: Table, cpu: int, probe: str, sample_ns: int) -> int:
+def usual_length(lengths) -> int:
+    """A segment length that fits 90% of the pieces: windows a late start made a
+    sample shorter, or the short last window, then lose little or nothing."""
+    return int(np.percentile(lengths, 10)) if len(lengths) else 0
+
+
+def window_samples(windows: Table, cpu: int, probe: str, sample_ns: int) -> int:
+    """usual_length() of the pieces detour_pieces() makes from these windows."""
     begin, end = _window_ranges(windows, cpu, probe)
-    return int(np.median((end - begin) // sample_ns)) if len(begin) else 0
+    return usual_length((end - begin) // sample_ns)
 
 
 def _window_ranges(windows: Table, cpu: int, probe: str) -> tuple[np.ndarray, np.ndarray]:
@@ -406,16 +413,18 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
         for s in bundle.summaries.get("detour", []):
             cpu = s["cpu"]
             inputs.append(("detour", cpu, BIN_NS,
-                           detour_pieces(detours, windows, cpu, _stored_until(s, detours, cpu))))
+                           detour_pieces(detours, windows, cpu, _stored_until(s, detours, cpu)),
+                           window_samples(windows, cpu, "detour", BIN_NS)))
     if bundle.has_table("ftq") and windows.rows:
         ftq = bundle.table("ftq")
         quantum_ns = int(bundle.parameters.get("quantum_ns", 0))
         for s in bundle.summaries.get("ftq", []):
             if quantum_ns > 0:
-                inputs.append(("ftq", s["cpu"], quantum_ns, ftq_pieces(ftq, windows, s["cpu"])))
-    for series, cpu, sample_ns, pieces in inputs:
-        spec = mean_periodogram(pieces, sample_ns,
-                                typical_window_samples(windows, cpu, series, sample_ns))
+                # the stored quanta say how long each piece is (views: cheap to list)
+                inputs.append(("ftq", s["cpu"], quantum_ns, ftq_pieces(ftq, windows, s["cpu"]),
+                               None))
+    for series, cpu, sample_ns, pieces, segment_samples in inputs:
+        spec = mean_periodogram(pieces, sample_ns, segment_samples)
         if spec is None:
             continue
         parts.append(Table({
