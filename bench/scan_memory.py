@@ -1,10 +1,12 @@
 """Peak resident memory of a whole `noisescope scan` on all CPUs.
 
-    python bench/scan_memory.py [--duration 60s] [--probes detour,ftq,fwq]
+    python bench/scan_memory.py [--duration 60s] [--probes detour,ftq,fwq] [--no-trace]
 
 Runs the real CLI in child processes and reads each child's peak RSS from
 wait4(). Detours are stored, iterations are not, so memory must not grow
 with the number of loop iterations; the goal is < 100 MB for --duration 60s.
+Kernel trace events are kept (about 100 bytes each while the scan runs), so
+the line also says how many were recorded.
 `scan` draws report.html in a separate process once the measurement is over
 (matplotlib and the loaded tables never enter the measuring process); the two
 are measured separately here: the scan with --no-report, then `noisescope
@@ -14,6 +16,7 @@ report` on the bundle it wrote.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -35,20 +38,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default="60s")
     parser.add_argument("--probes", default="detour,ftq,fwq")
+    parser.add_argument("--no-trace", action="store_true", help="scan without kernel tracing")
     args = parser.parse_args()
     noisescope = [sys.executable, "-m", "noisescope"]
     with tempfile.TemporaryDirectory() as workdir:
         bundle = os.path.join(workdir, "bundle")
-        status, elapsed, scan_peak = peak_mib([*noisescope, "scan", "--duration", args.duration,
-                                               "--probes", args.probes, "-q", "--no-report",
-                                               "-o", bundle])
+        command = [*noisescope, "scan", "--duration", args.duration, "--probes", args.probes,
+                   "-q", "--no-report", "-o", bundle]
+        status, elapsed, scan_peak = peak_mib(command + (["--no-trace"] if args.no_trace else []))
+        events = _trace_events(os.path.join(bundle, "manifest.json"))
         report_status, report_s, report_peak = peak_mib(
             [*noisescope, "report", bundle, "-q", "-o", os.path.join(workdir, "report.html")])
     print(f"noisescope scan --duration {args.duration} --probes {args.probes} (all CPUs): "
-          f"exit {status}, {elapsed:.0f} s, peak RSS {scan_peak:.1f} MiB (goal < {GOAL_MIB} MiB)")
+          f"exit {status}, {elapsed:.0f} s, peak RSS {scan_peak:.1f} MiB (goal < {GOAL_MIB} MiB), "
+          f"{events}")
     print(f"its report.html, drawn afterwards in its own process: exit {report_status}, "
           f"{report_s:.1f} s, peak RSS {report_peak:.1f} MiB")
     sys.exit(0 if scan_peak < GOAL_MIB and status == 0 and report_status == 0 else 1)
+
+
+def _trace_events(manifest_path: str) -> str:
+    try:
+        with open(manifest_path) as manifest:
+            trace = json.load(manifest).get("trace") or {}
+    except (OSError, ValueError):
+        return "no bundle"
+    if not trace.get("enabled"):
+        return "not traced"
+    count = sum(r["events"] + r["sched_switch"] for r in trace.get("recordings", []))
+    return f"{count:,} trace events"
 
 
 if __name__ == "__main__":

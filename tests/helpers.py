@@ -31,3 +31,27 @@ def measure_quietly(measure: Callable[[], T], good: Callable[[T], bool],
             break
         result = measure()
     return result
+
+
+def interrupted_run(command: list[str], after_s: float, sig: int = 2):
+    """Start `command`, send it `sig` (SIGINT by default) after `after_s`
+    seconds and wait for it: the way a user stops a measurement."""
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(after_s)
+    proc.send_signal(sig)
+    proc.communicate(timeout=30)
+    return proc
+
+
+def assert_usage_error(done, words: str, directory) -> None:
+    """A bad-input run: exit 2, one line naming the problem, nothing written."""
+    import os
+
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert os.listdir(directory) == []  # nothing half-written

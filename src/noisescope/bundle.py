@@ -15,6 +15,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__
@@ -22,7 +23,7 @@ from .clock import MeasurementClock
 from .diagnostics import Diagnostic
 from .errors import UsageError
 from .host import HostFacts
-from .tables import Table
+from .tables import StoredTable, Table
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -34,14 +35,19 @@ def tool_info() -> dict:
     return {"name": "noisescope", "version": __version__}
 
 
+def utc_now() -> str:
+    """Manifest timestamps: UTC, microseconds, 'Z'."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
 class Bundle:
     """A measurement in memory: the manifest (a dict) and named Tables."""
 
-    def __init__(self, manifest: dict, tables: dict[str, Table] | None = None,
+    def __init__(self, manifest: dict, tables: dict[str, Table | StoredTable] | None = None,
                  path: Path | None = None):
         self.manifest = manifest
         self.path = path
-        self._tables: dict[str, Table] = dict(tables or {})
+        self._tables: dict[str, Table | StoredTable] = dict(tables or {})
 
     # -- manifest views -------------------------------------------------
     @property
@@ -94,7 +100,10 @@ class Bundle:
                 raise KeyError(f"bundle has no table {name!r} (it has: "
                                f"{', '.join(self.table_names) or 'none'})")
             self._tables[name] = _read_table(self.path / entry["file"])
-        return self._tables[name]
+        table = self._tables[name]
+        if isinstance(table, StoredTable):
+            self._tables[name] = table = table.load()
+        return table
 
     def has_table(self, name: str) -> bool:
         return name in self.table_names
@@ -128,7 +137,10 @@ class Bundle:
                 entries = {}
                 for name, table in sorted(self._tables.items()):
                     file = f"{name}.parquet"
-                    _write_table(table, partial / file)
+                    if isinstance(table, StoredTable):
+                        shutil.copyfile(table.path, partial / file)  # the caller removes its file
+                    else:
+                        _write_table(table, partial / file)
                     entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
                 self.manifest["tables"] = entries
                 with open(partial / MANIFEST, "w") as out:
@@ -141,6 +153,7 @@ class Bundle:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
         self.path = destination
+        self._tables = {n: t for n, t in self._tables.items() if not isinstance(t, StoredTable)}
         return destination
 
 
@@ -155,9 +168,14 @@ def _json_default(value):
 
 
 def _write_table(table: Table, path: Path) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(table.to_arrow(), path, compression="zstd")
+    arrow = table.to_arrow()
+    # Dictionary pages only for strings: for numeric columns (timestamps,
+    # durations) they cost tens of MB while writing and save nothing.
+    strings = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
+    pq.write_table(arrow, path, compression="zstd", use_dictionary=strings)
 
 
 def _read_table(path: Path) -> Table:

@@ -18,12 +18,14 @@ class Code(str, Enum):
     RT_THROTTLING = "rt_throttling"
     BUFFER_OVERFLOW = "buffer_overflow"
     TRACING_UNAVAILABLE = "tracing_unavailable"
+    TRACE_EVENTS_LOST = "trace_events_lost"
     PRIVILEGES = "privileges"
     INTERRUPTED = "interrupted"
     CLOCK = "clock"
     RUN_EXCLUDED = "run_excluded"
     METRIC_MISSING = "metric_missing"
     TOO_FEW_RUNS = "too_few_runs"
+    PLACEMENT = "placement"
 
 
 HINTS = {
@@ -34,8 +36,10 @@ HINTS = {
     Code.FREQUENCY_SCALING: "set the 'performance' governor (cpupower frequency-set -g performance)",
     Code.RT_THROTTLING: "windows were shortened to stay inside the kernel's RT budget "
                         "(/proc/sys/kernel/sched_rt_runtime_us)",
-    Code.BUFFER_OVERFLOW: "raise --max-detours; percentiles come from the histogram meanwhile",
+    Code.BUFFER_OVERFLOW: "percentiles come from the histogram meanwhile; for detours raise "
+                          "--max-detours",
     Code.TRACING_UNAVAILABLE: "run as root on a kernel with tracefs to explain detours",
+    Code.TRACE_EVENTS_LOST: "raise --trace-buffer (per CPU) or measure for a shorter --duration",
     Code.PRIVILEGES: "run as root (or grant CAP_SYS_NICE and CAP_IPC_LOCK) for SCHED_FIFO "
                      "and mlockall",
     Code.INTERRUPTED: "the bundle holds what was measured before the interruption",
@@ -43,6 +47,7 @@ HINTS = {
     Code.RUN_EXCLUDED: "excluded runs are kept in the bundle with their reason",
     Code.METRIC_MISSING: "check the --metric regular expression against the command's output",
     Code.TOO_FEW_RUNS: "use --runs 5 or more for a comparison between configurations",
+    Code.PLACEMENT: "spread and packed differ only on machines with several NUMA nodes or sockets",
 }
 
 

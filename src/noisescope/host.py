@@ -105,6 +105,7 @@ class HostFacts:
     rt_runtime_us: int | None
     rt_period_us: int | None
     hz_estimate: dict[str, object] = field(default_factory=dict)
+    packages: dict[str, str] = field(default_factory=dict)  # socket id -> its online CPUs
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -205,19 +206,20 @@ def virtualization(host: HostRoot, cpu_flags: set[str], cpuid_signature: str | N
     return Virtualization(hypervisor=True, vendor=product or None)
 
 
-def _topology(host: HostRoot, cpus: tuple[int, ...]) -> tuple[int, int, list[str]]:
-    packages: set[str] = set()
+def _topology(host: HostRoot, cpus: tuple[int, ...]) -> tuple[dict[str, str], int, list[str]]:
+    packages: dict[str, list[int]] = {}
     cores: set[tuple[str, str]] = set()
     siblings: set[str] = set()
     for cpu in cpus:
         base = f"/sys/devices/system/cpu/cpu{cpu}/topology"
         package = host.text(f"{base}/physical_package_id") or "0"
-        packages.add(package)
+        packages.setdefault(package, []).append(cpu)
         cores.add((package, host.text(f"{base}/core_id") or str(cpu)))
         group = host.text(f"{base}/thread_siblings_list")
         if group:
             siblings.add(format_cpu_list(parse_cpu_list(group)))
-    return len(packages), len(cores), sorted(siblings, key=lambda g: parse_cpu_list(g)[0])
+    package_cpus = {p: format_cpu_list(members) for p, members in sorted(packages.items())}
+    return package_cpus, len(cores), sorted(siblings, key=lambda g: parse_cpu_list(g)[0])
 
 
 def _numa_nodes(host: HostRoot) -> dict[str, str]:
@@ -255,7 +257,7 @@ def read_host_facts(root: str | os.PathLike[str] = "/", *,
     first, flags = parse_cpuinfo(host.text("/proc/cpuinfo") or "")
     online_text = host.text("/sys/devices/system/cpu/online") or ""
     online = parse_cpu_list(online_text) if online_text else ()
-    sockets, cores, siblings = _topology(host, online)
+    packages, cores, siblings = _topology(host, online)
     config = read_kernel_config(host, release)
     config_hz = config.get("CONFIG_HZ")
     clocksource_dir = "/sys/devices/system/clocksource/clocksource0"
@@ -268,7 +270,7 @@ def read_host_facts(root: str | os.PathLike[str] = "/", *,
         cpu_model=first.get("model name", first.get("Model", "")),
         cpu_vendor=first.get("vendor_id", first.get("CPU implementer", "")),
         online_cpus=format_cpu_list(online),
-        sockets=max(sockets, 1),
+        sockets=max(len(packages), 1),
         cores=max(cores, 1),
         threads_per_core=max(1, round(len(online) / cores)) if cores else 1,
         smt_control=host.text("/sys/devices/system/cpu/smt/control"),
@@ -286,6 +288,7 @@ def read_host_facts(root: str | os.PathLike[str] = "/", *,
         memory_total_kib=_memory_total_kib(host),
         rt_runtime_us=host.integer("/proc/sys/kernel/sched_rt_runtime_us"),
         rt_period_us=host.integer("/proc/sys/kernel/sched_rt_period_us"),
+        packages=packages,
     )
 
 

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .analysis.spectrum import add_spectra
-from .bundle import SCHEMA_VERSION, Bundle, tool_info
+from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError
@@ -29,16 +29,19 @@ from .host import (
     read_interrupts,
 )
 from .privileges import can_use_fifo, is_root, memory_locked
-from .probes import PROBES, Injection, ProbeContext, ProbeResult, quantum
+from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult, quantum
 from .probes import detour as detour_probe
+from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
 from .system import check_system
 from .tables import Table
+from .trace.scanning import ScanTracing, TraceOptions
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
 SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
+SLEEPING_PROBES = {"timerlat"}
 
 ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 
@@ -47,7 +50,7 @@ ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 class ScanOptions:
     cpus: tuple[int, ...] | None = None  # None: every online CPU we may run on
     duration_ns: int = 10 * SECOND  # per probe
-    probes: tuple[str, ...] = PROBES
+    probes: tuple[str, ...] = DEFAULT_PROBES
     threshold_ns: int = 1_000
     rt: bool = False
     priority: int = DEFAULT_RT_PRIORITY
@@ -55,9 +58,13 @@ class ScanOptions:
     period_ns: int | None = None
     quantum_ns: int = 1_000_000
     max_detours: int | None = None
+    interval_ns: int = timerlat_probe.DEFAULT_INTERVAL_NS  # timerlat period
+    histogram_ns: int = timerlat_probe.DEFAULT_HISTOGRAM_NS  # timerlat histogram limit
+    keep_series: bool = True  # timerlat: store every latency, not only the histogram
     injections: tuple[Injection, ...] = ()
     label: str | None = None
     start_mono_ns: int = 0  # first window (CLOCK_MONOTONIC); 0: as soon as ready
+    trace: TraceOptions = TraceOptions()  # kernel tracing to explain detours
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -111,8 +118,8 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
             privileges["rt"] = f"SCHED_FIFO priority {priority}"
         else:
             privileges["rt"] = "skipped: SCHED_FIFO not permitted (needs root or CAP_SYS_NICE)"
-            notes.append(Diagnostic(Code.PRIVILEGES, "--rt skipped: this process may not use "
-                                    "SCHED_FIFO; sampling at normal priority"))
+            notes.append(Diagnostic(Code.PRIVILEGES, f"SCHED_FIFO priority {options.priority} "
+                                    f"skipped (not permitted); sampling at normal priority"))
     else:
         privileges["rt"] = "not requested"
     isolated = set(parse_cpu_list(facts.isolated_cpus)) if facts.isolated_cpus else set()
@@ -131,10 +138,6 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
         notes.append(Diagnostic(Code.TOO_SHORT,
                                 f"each probe measures only {format_duration(options.duration_ns)}"))
     return ScanPlan(cpus, priority, privileges, notes)
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def default_output(facts: HostFacts) -> str:
@@ -159,29 +162,48 @@ def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResul
                                 max_detours=options.max_detours)
     if name == "ftq":
         return quantum.run_ftq(ctx, quantum_ns=options.quantum_ns)
+    if name == "timerlat":
+        return timerlat_probe.run(ctx, interval_ns=options.interval_ns,
+                                  histogram_ns=options.histogram_ns,
+                                  keep_series=options.keep_series)
     return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
+
+
+def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
+    """An untraced detour run: the baseline for tracing's own cost."""
+    schedule, _ = plan_windows(duration_ns, rt=ctx.priority > 0, runtime_ns=options.runtime_ns,
+                               period_ns=options.period_ns)
+    return detour_probe.run(replace(ctx, schedule=schedule, progress=None),
+                            threshold_ns=options.threshold_ns, max_detours=options.max_detours)
 
 
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
-         destination: str | os.PathLike[str] | None = None) -> Bundle:
-    """Measure, and write the bundle to `destination` if given (checked first)."""
+         destination: str | os.PathLike[str] | None = None, kind: str = "scan") -> Bundle:
+    """Measure, and write the bundle to `destination` if given (checked first).
+    `kind` names the command in the manifest (a `timerlat` run is a scan too)."""
     from .bundle import check_destination
 
     started = utc_now()
     facts = facts or live_host_facts()
     scan_plan = plan(options, facts)
-    system = check_system("/", scan_plan.cpus, facts)
     if destination is not None:
         check_destination(Path(destination))
     if options.quantum_ns <= 0 or options.quantum_ns > options.duration_ns:
         raise UsageError(f"quantum {format_duration(options.quantum_ns)} does not fit the "
                          f"duration", "use a quantum shorter than --duration, e.g. 1ms")
+    # Only spinning SCHED_FIFO samplers can run into RT throttling and need
+    # windows with gaps; a sleeper (timerlat) measures back to back.
+    spins = scan_plan.priority > 0 and set(options.probes) - SLEEPING_PROBES
     schedule, notes = plan_windows(
-        options.duration_ns, rt=scan_plan.priority > 0, runtime_ns=options.runtime_ns,
-        period_ns=options.period_ns, rt_budget=rt_budget_ns(facts.rt_runtime_us,
-                                                             facts.rt_period_us))
+        options.duration_ns, rt=bool(spins), runtime_ns=options.runtime_ns,
+        period_ns=options.period_ns,
+        rt_budget=rt_budget_ns(facts.rt_runtime_us, facts.rt_period_us) if spins else None)
     scan_plan.diagnostics.extend(notes)
+    if "timerlat" in options.probes and options.interval_ns > schedule.runtime_ns:
+        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
+                         f"than a measuring window ({format_duration(schedule.runtime_ns)})",
+                         "use a shorter --interval or a longer --runtime")
     clock = measurement_clock(facts.tsc_flags)
     if clock.frequency_source != "kernel":
         scan_plan.diagnostics.append(Diagnostic(
@@ -189,38 +211,66 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                         f"{clock.frequency_source}, not stated by the kernel"))
     if "detour" in options.probes:
         check_threshold(options.threshold_ns, clock)
+    if "timerlat" in options.probes:
+        timerlat_probe.check_interval(options.interval_ns)
+        timerlat_probe.check_histogram(options.histogram_ns)
 
+    tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND,
+                                Path(destination) if destination is not None else None)
+    try:
+        return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
+                        argv=argv, progress=progress, destination=destination, kind=kind)
+    finally:
+        tracing.close()
+        tracing.discard()
+
+
+def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
+             schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
+             progress: ScanProgress | None, destination, kind: str) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
-    with memory_locked() as locking:
-        scan_plan.privileges["mlockall"] = locking
-        if locking != "locked":
-            scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
-        for name in options.probes:
-            report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
-            ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
-                               options.injections, injector_priority, options.start_mono_ns,
-                               report)
-            irq_before, begun = read_interrupts(), time.monotonic_ns()
-            result = _run_probe(name, ctx, options)
-            if not hz and not result.interrupted:
-                hz = _hz_estimate(irq_before, read_interrupts(), time.monotonic_ns() - begun,
-                                  scan_plan.cpus, {i.cpu for i in options.injections})
-            results.append(result)
-            if progress:
-                progress(name, 1.0)
-            if result.interrupted:
-                interrupted = True
-                break
+    try:
+        with memory_locked() as locking:
+            scan_plan.privileges["mlockall"] = locking
+            if locking != "locked":
+                scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
+            for name in options.probes:
+                report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
+                ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
+                                   options.injections, injector_priority, options.start_mono_ns,
+                                   report)
+                if name == "detour" and tracing.wants_cost_reference():
+                    reference = _cost_reference(ctx, options, min(options.trace.cost_reference_ns,
+                                                                  options.duration_ns))
+                    tracing.reference = reference.summaries
+                    if reference.interrupted:
+                        interrupted = True
+                        break
+                irq_before, begun = read_interrupts(), time.monotonic_ns()
+                result = tracing.record(name, lambda n=name, c=ctx: _run_probe(n, c, options))
+                if not hz and not result.interrupted:
+                    hz = _hz_estimate(irq_before, read_interrupts(), time.monotonic_ns() - begun,
+                                      scan_plan.cpus, {i.cpu for i in options.injections})
+                results.append(result)
+                if progress:
+                    progress(name, 1.0)
+                if result.interrupted or tracing.interrupted_collection:
+                    interrupted = True
+                    break
+    finally:
+        tracing.close()
     if interrupted:
+        during = results[-1].probe if results else "the untraced reference run"
         scan_plan.diagnostics.append(Diagnostic(
-            Code.INTERRUPTED, f"interrupted during {results[-1].probe}; "
+            Code.INTERRUPTED, f"interrupted during {during}; "
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
-                          results, started=started, argv=argv, complete=not interrupted)
-    bundle.manifest["system"] = system.to_list()
+                          results, started=started, argv=argv, complete=not interrupted,
+                          kind=kind, tracing=tracing)
+    bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
     add_spectra(bundle)
     if destination is not None:
         bundle.write(destination)
@@ -229,13 +279,19 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 
 def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
                  clock: MeasurementClock, schedule, results: list[ProbeResult], *,
-                 started: str, argv: list[str] | None, complete: bool) -> Bundle:
+                 started: str, argv: list[str] | None, complete: bool,
+                 kind: str = "scan", tracing: ScanTracing | None = None) -> Bundle:
     tables: dict[str, list[Table]] = {}
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
         diagnostics.extend(result.diagnostics)
         for name, table in result.tables.items():
             tables.setdefault(name, []).append(table)
+    merged = {name: Table.concat(parts) for name, parts in tables.items()}
+    summaries = {r.probe: r.summaries for r in results}
+    trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
+    diagnostics.extend(tracing.diagnostics if tracing else [])
+    complete = complete and not (tracing and tracing.interrupted_collection)
     parameters = {
         **options.to_dict(),
         "cpus": list(scan_plan.cpus),
@@ -246,7 +302,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     }
     manifest = {
         "schema_version": SCHEMA_VERSION,
-        "kind": "scan",
+        "kind": kind,
         "tool": tool_info(),
         "argv": list(argv if argv is not None else sys.argv),
         "label": options.label,
@@ -257,8 +313,9 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         "clock": clock.to_dict(),
         "parameters": parameters,
         "privileges": scan_plan.privileges,
-        "summaries": {r.probe: r.summaries for r in results},
+        "summaries": summaries,
+        "trace": trace,
         "warnings": [d.to_dict() for d in diagnostics],
         "tables": {},
     }
-    return Bundle(manifest, {name: Table.concat(parts) for name, parts in tables.items()})
+    return Bundle(manifest, merged)

@@ -7,6 +7,8 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -67,13 +69,55 @@ class Table(Mapping[str, np.ndarray]):
     def to_arrow(self):
         import pyarrow as pa
 
-        return pa.table({name: pa.array(values) for name, values in self._columns.items()})
+        return pa.table({name: _arrow_column(values) for name, values in self._columns.items()})
 
     @classmethod
     def from_arrow(cls, table) -> Table:
-        return cls({name: table.column(name).to_numpy() for name in table.column_names})
+        return cls({name: _numpy_column(table.column(name)) for name in table.column_names})
 
     def to_pandas(self):
         import pandas as pd
 
         return pd.DataFrame(self._columns)
+
+
+@dataclass(frozen=True)
+class StoredTable:
+    """A table already written to a Parquet file (too big to hold in memory,
+    e.g. a long kernel trace); a bundle moves the file in when it is written."""
+
+    path: Path
+    rows: int
+    columns: list[str]
+
+    def load(self) -> Table:
+        import pyarrow.parquet as pq
+
+        return Table.from_arrow(pq.read_table(self.path))
+
+
+def _arrow_column(values: np.ndarray):
+    """Arrow array of a column; strings (object columns) dictionary-encoded:
+    they repeat a few values (event names, commands), and plain Arrow
+    strings would cost a copy of every one of them."""
+    import pyarrow as pa
+
+    if values.dtype != object:
+        return pa.array(values)
+    ids: dict = {}
+    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
+    distinct = list(ids)
+    kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))
+
+
+def _numpy_column(column) -> np.ndarray:
+    """numpy array of an Arrow column; dictionary-encoded strings come back as
+    one shared str object per distinct value (not one per row)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(column.type):
+        return column.to_numpy()
+    parts = [np.asarray(chunk.dictionary.to_pylist(), dtype=object)[chunk.indices.to_numpy(
+        zero_copy_only=False)] for chunk in column.chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=object)

@@ -33,6 +33,8 @@ def parse_duration(text: str | int | float, *, what: str = "duration",
     """'10s', '1.5ms', '20us', '250' (in default_unit) -> integer nanoseconds."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return int(round(text * _DURATION_UNITS[default_unit]))
+    if str(text).strip().startswith("-"):
+        raise UsageError(f"{what} {text!r} is negative", "give a time of 0 or more, e.g. 10s")
     match = _DURATION_RE.match(str(text).lower())
     unit = match.group(3) if match else ""
     if not match or (unit and unit not in _DURATION_UNITS):
@@ -140,3 +142,54 @@ def parse_noise_spec(text: str) -> tuple[float, int]:
             "make the length shorter than the period",
         )
     return rate, length
+
+
+# Process counts use binary prefixes, the HPC habit: 1k = 1024, 1M = 1048576.
+_COUNT_PREFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+_COUNT_RE = re.compile(r"^\s*(\d+)\s*([kmg]?)\s*$|^\s*2\s*\^\s*(\d+)\s*$")
+
+
+def parse_count(text: str | int, *, what: str = "count") -> int:
+    """'1k' -> 1024, '1M' -> 1048576, '2^20' -> 1048576, '1000' -> 1000 (binary prefixes)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    match = _COUNT_RE.match(str(text).lower())
+    if not match:
+        raise UsageError(f"cannot read {what} {text!r}",
+                         "write a whole number, optionally with k (1024), M (1024^2) or 2^N")
+    if match.group(3) is not None:
+        return 1 << int(match.group(3))
+    return int(match.group(1)) * _COUNT_PREFIXES[match.group(2)]
+
+
+def parse_count_list(text: str, *, what: str = "count") -> tuple[int, ...]:
+    """'1k,16k,1M' -> (1024, 16384, 1048576), sorted and unique."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise UsageError(f"{what} list {text!r} is empty", "write e.g. 1k,16k,1M")
+    return tuple(sorted({parse_count(p, what=what) for p in parts}))
+
+
+def format_count(n: int) -> str:
+    """1048576 -> '1M', 16384 -> '16k', 1000 -> '1000' (exact binary multiples only)."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("k", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{suffix}"
+    return str(n)
+
+
+_SIZE_UNITS = {"": 1024, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+               "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def parse_size_kib(text: str, *, what: str = "size") -> int:
+    """'64M', '512KiB', '1G', '2048' (KiB, like tracefs' buffer_size_kb) -> KiB (> 0).
+    Units are powers of two."""
+    match = re.fullmatch(rf"\s*({_NUMBER})\s*([a-zA-Z]*)\s*", str(text))
+    unit = match.group(3).lower() if match else ""
+    if not match or unit not in _SIZE_UNITS:
+        raise UsageError(f"cannot read {what} {text!r}", "write a size such as 64M, 512K or 1G")
+    kib = int(float(match.group(1)) * _SIZE_UNITS[unit] // 1024)
+    if kib <= 0:
+        raise UsageError(f"{what} {text!r} is too small", "use at least 1K")
+    return kib

@@ -22,13 +22,19 @@ def measure(cpu: int, probes: tuple[str, ...], inject: bool):
 
 
 def test_detour_finds_every_injection(measured_cpu):
-    bundle = measure_quietly(
-        lambda: measure(measured_cpu, ("detour",), inject=True),
-        good=lambda b: b.summaries["detour"][0]["injections"]["found_pct"] >= 99.0,
-        busy=run_delay_fraction)
+    expected = 2 * RATE_HZ  # 2 s at 1 kHz inside the measured windows
+
+    def good(bundle):
+        found = bundle.summaries["detour"][0]["injections"]
+        return found["found_pct"] >= 99.0 and found["injected"] >= 0.95 * expected
+
+    bundle = measure_quietly(lambda: measure(measured_cpu, ("detour",), inject=True),
+                             good=good, busy=run_delay_fraction)
     found = bundle.summaries["detour"][0]["injections"]
-    # 2 s at 1 kHz: about 2000 injections inside the measured windows
-    assert found["injected"] >= 1900, found
+    # While another task holds the CPU the timer's signal stays pending and
+    # the kernel merges further expirations into it (counted as coalesced):
+    # every expiration is either delivered inside the windows or merged.
+    assert found["injected"] + found["coalesced"] >= 0.95 * expected, found
     assert found["found"] >= 0.99 * found["injected"], (found, run_delay_fraction(bundle))
 
     # Re-derive from the stored tables: each covering detour is at least as
@@ -42,27 +48,36 @@ def test_detour_finds_every_injection(measured_cpu):
 
 
 def test_ftq_quanta_with_injections_lose_the_injected_work(measured_cpu):
-    def both():
-        return measure(measured_cpu, ("ftq",), False), measure(measured_cpu, ("ftq",), True)
+    # clean, noisy, clean: the noisy run is compared with runs on either side
+    # of it, so that a drift of the machine's speed does not pass for noise.
+    def runs():
+        return tuple(measure(measured_cpu, ("ftq",), inject) for inject in (False, True, False))
 
-    def busy(pair):
-        return max(run_delay_fraction(b) for b in pair)
+    def busy(triple):
+        return max(run_delay_fraction(b) for b in triple)
 
-    def deficit(pair):
-        clean, noisy = (np.median(b.ftq.work[b.ftq.work > 0]) for b in pair)
-        return 1.0 - noisy / clean
+    # The 90th percentile of work per quantum: the quanta nothing but the
+    # injection disturbed, even when other tasks share the CPU now and then.
+    def typical_work(bundle):
+        return float(np.percentile(bundle.ftq.work, 90))
+
+    def deficit(triple):
+        before, noisy, after = (typical_work(b) for b in triple)
+        return 1.0 - noisy / ((before + after) / 2)
 
     expected = LENGTH_NS * RATE_HZ / 1e9  # 2% of every 1 ms quantum
-    clean, noisy = measure_quietly(both, good=lambda p: deficit(p) >= 0.9 * expected, busy=busy)
-    assert deficit((clean, noisy)) >= 0.9 * expected
+    triple = measure_quietly(runs, good=lambda t: deficit(t) >= 0.9 * expected, busy=busy)
+    assert deficit(triple) >= 0.9 * expected, (deficit(triple), busy(triple))
 
-    # Within the noisy run, a quantum holding two injections did less work
-    # than one holding a single injection.
+    # The loss sits in the quanta that hold an injection: measured per
+    # quantum, those quanta did less work than the clean runs' quanta by at
+    # least the injected time.
+    noisy = triple[1]
     quantum = noisy.parameters["quantum_ns"]
     starts = np.sort(noisy.injections.start_ns)
     per_quantum = (np.searchsorted(starts, noisy.ftq.start_ns + quantum)
                    - np.searchsorted(starts, noisy.ftq.start_ns))
-    one = noisy.ftq.work[per_quantum == 1]
-    assert len(one) > 0.9 * noisy.ftq.rows
-    median_one = np.median(one)
-    assert median_one <= (1 - 0.9 * expected) * np.median(clean.ftq.work[clean.ftq.work > 0])
+    hit = noisy.ftq.work[per_quantum >= 1]
+    clean = (typical_work(triple[0]) + typical_work(triple[2])) / 2
+    assert len(hit) > 0.3 * noisy.ftq.rows
+    assert np.percentile(hit, 90) <= (1 - 0.9 * expected) * clean

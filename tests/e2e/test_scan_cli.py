@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 import noisescope
 
+from ..helpers import assert_usage_error, interrupted_run
 from ..unit.test_bundle import validate
 
 CLI = [sys.executable, "-m", "noisescope"]
@@ -33,14 +33,15 @@ def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     bundle = noisescope.load(out)
     validate(bundle.manifest)
     assert bundle.complete and bundle.label == "ci<b>"
-    assert set(bundle.summaries) == {"detour", "ftq", "fwq", "spectrum"}
+    assert set(bundle.summaries) - {"attribution"} == {"detour", "ftq", "fwq", "spectrum"}
     cpus = bundle.parameters["cpus"]
     assert sorted(s["cpu"] for s in bundle.summaries["detour"]) == cpus
     assert bundle.detours.rows == sum(s["stored"] for s in bundle.summaries["detour"])
     assert bundle.ftq.rows == sum(s["quanta"] for s in bundle.summaries["ftq"])
     for s in bundle.summaries["detour"]:
         assert s["iterations"] > 0 and 0 <= s["noise_pct"] < 100
-        assert s["measured_ns"] == pytest.approx(1e9, rel=0.01)
+        # a window ends at the first clock read past its end: late by at most one detour
+        assert 1e9 - 2 <= s["measured_ns"] <= 1e9 + s["max_ns"] + 2
     shown = run("show", str(out))
     assert shown.returncode == 0
     assert shown.stdout.splitlines()[4:] == done.stdout.splitlines()[4:]
@@ -61,28 +62,20 @@ def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     (["inject", "--cpu", "999", "--for", "1s"], "CPU 999 is offline"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
-    done = run(*args, cwd=tmp_path, timeout=60)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and words in lines[0], done.stderr
-    assert "Traceback" not in done.stderr
-    assert os.listdir(tmp_path) == []  # nothing half-written
+    assert_usage_error(run(*args, cwd=tmp_path, timeout=60), words, tmp_path)
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"], 4)
+    assert proc.returncode == 130
     bundle = noisescope.load(out)
     validate(bundle.manifest)
     assert not bundle.complete
     assert "interrupted" in [w.code.value for w in bundle.warnings]
     detour = bundle.summaries["detour"]
-    assert list(bundle.summaries) == ["detour", "spectrum"]  # ftq and fwq never started
+    # ftq and fwq never started (the detours are explained where traced)
+    assert [k for k in bundle.summaries if k != "attribution"] == ["detour", "spectrum"]
     assert all(1e9 < s["measured_ns"] < 15e9 for s in detour)
     assert bundle.detours.rows > 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial left
@@ -110,7 +103,7 @@ def test_without_privileges_the_scan_says_what_it_skipped(tmp_path):
                            "detour", "-q", "-o", str(out)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "--rt skipped" in done.stdout
+    assert "SCHED_FIFO priority 95 skipped" in done.stdout
     bundle = noisescope.load(out)
     assert bundle.parameters["priority"] == 0
     assert bundle.manifest["privileges"]["rt"].startswith("skipped")
@@ -127,7 +120,7 @@ def test_inject_command_reports_what_it_did():
 
 def test_version_and_help_end_with_examples():
     assert run("--version").stdout.strip().endswith(noisescope.__version__)
-    for command in ("scan", "show", "inject"):
+    for command in ("scan", "show", "inject", "explain", "cleanup"):
         text = run(command, "--help").stdout
         assert "EXAMPLES" in text and text.strip().splitlines()[-1].strip().startswith(
             "noisescope")

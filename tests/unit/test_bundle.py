@@ -25,7 +25,9 @@ def validate(manifest):
 def minimal_manifest(**extra):
     return {"schema_version": SCHEMA_VERSION, "kind": "import", "tool": {"name": "noisescope",
             "version": "0"}, "argv": [], "started_utc": "2026-01-01T00:00:00Z", "complete": True,
-            "parameters": {}, "summaries": {}, "warnings": [], "tables": {}, **extra}
+            "parameters": {}, "summaries": {}, "warnings": [], "tables": {},
+            "source": {"tool": "cyclictest", "version": None, "command": None, "file": "x.txt",
+                       "sha256": "0" * 64, "format": "text"}, **extra}
 
 
 def test_round_trip(tmp_path):

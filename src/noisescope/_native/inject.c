@@ -34,6 +34,10 @@ static void injection_handler(int signo, siginfo_t *info, void *context)
     struct ns_injection *inj = info->si_value.sival_ptr;
     if (inj == NULL)
         return;
+    /* Expirations that fell while the signal was still pending (the thread
+     * was not running) are merged into this one by the kernel. */
+    if (info->si_code == SI_TIMER && info->si_overrun > 0)
+        inj->coalesced += (uint64_t)info->si_overrun;
     uint64_t start = ns_ticks();
     injection_record(inj, start, ns_spin_ticks(start, inj->length));
 }

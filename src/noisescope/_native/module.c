@@ -155,6 +155,22 @@ static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed 
         }
         return 0;
     }
+    case NS_PROBE_TIMERLAT: {
+        struct ns_timerlat *tl = &t->probe.timerlat;
+        struct ns_series histogram;
+        if (get_u64(dict, "interval_ns", &tl->interval_ns) < 0 ||
+            get_series(dict, "histogram", b, &histogram) < 0 ||
+            get_series(dict, "latency", b, &tl->latency) < 0 ||
+            get_series(dict, "wakeup", b, &tl->wakeup) < 0)
+            return -1;
+        if (tl->interval_ns == 0 || tl->latency.capacity != tl->wakeup.capacity) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad timerlat buffers or interval");
+            return -1;
+        }
+        tl->histogram = histogram.data;
+        tl->histogram_buckets = histogram.capacity;
+        return 0;
+    }
     case NS_PROBE_IDLE:
         return 0;
     }
@@ -169,6 +185,7 @@ static int parse_kind(const char *name, enum ns_probe_kind *kind)
     } kinds[] = {{"detour", NS_PROBE_DETOUR},
                  {"ftq", NS_PROBE_FTQ},
                  {"fwq", NS_PROBE_FWQ},
+                 {"timerlat", NS_PROBE_TIMERLAT},
                  {"idle", NS_PROBE_IDLE}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         if (strcmp(name, kinds[i].name) == 0) {
@@ -206,6 +223,7 @@ static PyObject *injection_result(const struct ns_injection *inj)
         return NULL;
     SET_U64(r, "stored", inj->stored);
     SET_U64(r, "overflow", inj->overflow);
+    SET_U64(r, "coalesced", inj->coalesced);
     SET_ITEM(r, "tid", PyLong_FromLong(inj->tid));
     return error_fields(r, inj->error, inj->error_stage);
 }
@@ -240,6 +258,18 @@ static PyObject *thread_result(const struct ns_thread *t)
         SET_U64(r, "stored", t->probe.fwq.stored);
         SET_U64(r, "overflow", t->probe.fwq.overflow);
         break;
+    case NS_PROBE_TIMERLAT: {
+        const struct ns_timerlat *tl = &t->probe.timerlat;
+        SET_U64(r, "samples", tl->samples);
+        SET_U64(r, "missed", tl->missed);
+        SET_U64(r, "stored", tl->stored);
+        SET_U64(r, "overflow", tl->overflow);
+        SET_U64(r, "histogram_overflow", tl->histogram_overflow);
+        SET_U64(r, "min_ns", tl->samples ? tl->min_ns : 0);
+        SET_U64(r, "max_ns", tl->max_ns);
+        SET_U64(r, "sum_ns", tl->sum_ns);
+        break;
+    }
     case NS_PROBE_IDLE:
         break;
     }

@@ -20,6 +20,7 @@ enum ns_probe_kind {
     NS_PROBE_FTQ,
     NS_PROBE_FWQ,
     NS_PROBE_IDLE, /* sleep through the windows: a target for injected signals */
+    NS_PROBE_TIMERLAT,
 };
 
 /* A caller-provided array of 64-bit values and how many of them are used. */
@@ -59,6 +60,25 @@ struct ns_fwq {
     uint64_t overflow, sink;
 };
 
+/* Timer latency (cyclictest): sleep to absolute CLOCK_MONOTONIC deadlines
+ * `interval_ns` apart and record latency = wakeup - deadline. A wakeup at or
+ * past the next deadline skips the deadlines it overslept (in this window and,
+ * for back-to-back windows, the next) and counts them as missed (cyclictest
+ * skips them silently). Every sample goes into the
+ * histogram of 1 us buckets (or the overflow count); the series, when given,
+ * keeps each latency with the tick count of its wakeup. */
+struct ns_timerlat {
+    uint64_t interval_ns;
+    uint64_t *histogram; /* histogram_buckets counters, bucket k: [k, k+1) us */
+    size_t histogram_buckets;
+    struct ns_series latency, wakeup; /* optional (capacity 0): ns, ticks */
+    /* results */
+    size_t stored;
+    uint64_t samples, missed, overflow, histogram_overflow;
+    uint64_t min_ns, max_ns, sum_ns;
+    uint64_t last_wakeup_mono; /* carried from one window to the next */
+};
+
 /* Injected noise: busy-wait `length` ticks every `period_ns`. In signal mode
  * a POSIX timer signals the sampler thread and the handler spins; in thread
  * mode a (SCHED_FIFO) thread on the CPU wakes and spins. Every injection
@@ -69,6 +89,7 @@ struct ns_injection {
     struct ns_series start, end;
     volatile size_t stored;
     volatile uint64_t overflow;
+    volatile uint64_t coalesced; /* signal mode: timer expirations merged by the kernel */
     /* thread mode results */
     int error;
     const char *error_stage;
@@ -91,6 +112,7 @@ struct ns_thread {
         struct ns_detour detour;
         struct ns_ftq ftq;
         struct ns_fwq fwq;
+        struct ns_timerlat timerlat;
     } probe;
     struct ns_series window_start, window_end; /* ticks of each measured window */
     size_t windows_done;
@@ -115,13 +137,17 @@ struct ns_control {
 int ns_run(struct ns_thread *threads, size_t nthreads, struct ns_injection *injectors,
            size_t ninjectors, const struct ns_schedule *schedule, const struct ns_control *control);
 
-/* Per-window probe loops (detour.c, ftq.c, fwq.c). `prev` is the tick count
+/* Per-window probe loops (detour.c, quantum.c, timerlat.c). `prev` is the tick count
  * the window starts at; they return the tick count at which they stopped. */
 void ns_detour_prepare(struct ns_detour *d);
 uint64_t ns_detour_window(struct ns_detour *d, uint64_t prev, uint64_t end,
                           volatile int64_t *stop);
 uint64_t ns_ftq_window(struct ns_ftq *f, uint64_t begin, uint64_t end, volatile int64_t *stop);
 uint64_t ns_fwq_window(struct ns_fwq *f, uint64_t begin, uint64_t end, volatile int64_t *stop);
+/* Timer latency works on CLOCK_MONOTONIC: deadlines in (begin_mono, end_mono]. */
+void ns_timerlat_prepare(struct ns_timerlat *tl);
+uint64_t ns_timerlat_window(struct ns_timerlat *tl, uint64_t begin_mono, uint64_t end_mono,
+                            volatile int64_t *stop);
 
 /* Helpers used before measuring. */
 uint64_t ns_loop_resolution_ticks(uint64_t duration_ticks);

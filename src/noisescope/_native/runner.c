@@ -119,6 +119,11 @@ static void touch_probe(struct ns_thread *t)
         touch_series(&t->probe.fwq.start);
         touch_series(&t->probe.fwq.duration);
         break;
+    case NS_PROBE_TIMERLAT:
+        ns_timerlat_prepare(&t->probe.timerlat);
+        touch_series(&t->probe.timerlat.latency);
+        touch_series(&t->probe.timerlat.wakeup);
+        break;
     case NS_PROBE_IDLE:
         break;
     }
@@ -164,6 +169,15 @@ static struct thread_usage read_usage(void)
     return now;
 }
 
+/* Sleeps until `mono_ns`, waking every IDLE_CHECK_NS to honour the stop flag. */
+#define IDLE_CHECK_NS 100000000ull
+static void idle_until(uint64_t mono_ns, volatile int64_t *stop)
+{
+    for (uint64_t now = ns_mono_ns(CLOCK_MONOTONIC); now < mono_ns && !*stop;
+         now = ns_mono_ns(CLOCK_MONOTONIC))
+        ns_sleep_until(mono_ns - now > IDLE_CHECK_NS ? now + IDLE_CHECK_NS : mono_ns);
+}
+
 static uint64_t window_runtime(const struct ns_schedule *s, uint64_t window)
 {
     return window + 1 == s->windows ? s->last_runtime_ns : s->runtime_ns;
@@ -174,6 +188,7 @@ static uint64_t measure_window(struct ns_thread *t, const struct ns_schedule *s,
 {
     uint64_t runtime_ns = window_runtime(s, window);
     uint64_t end = begin + (uint64_t)((double)runtime_ns * s->ticks_per_ns);
+    uint64_t begin_mono = s->start_mono_ns + window * s->period_ns;
     switch (t->kind) {
     case NS_PROBE_DETOUR:
         return ns_detour_window(&t->probe.detour, begin, end, stop);
@@ -181,8 +196,10 @@ static uint64_t measure_window(struct ns_thread *t, const struct ns_schedule *s,
         return ns_ftq_window(&t->probe.ftq, begin, end, stop);
     case NS_PROBE_FWQ:
         return ns_fwq_window(&t->probe.fwq, begin, end, stop);
+    case NS_PROBE_TIMERLAT:
+        return ns_timerlat_window(&t->probe.timerlat, begin_mono, begin_mono + runtime_ns, stop);
     case NS_PROBE_IDLE:
-        ns_sleep_until(s->start_mono_ns + window * s->period_ns + runtime_ns);
+        idle_until(begin_mono + runtime_ns, stop);
         return ns_ticks();
     }
     return begin;
@@ -220,6 +237,8 @@ static const char *probe_name(enum ns_probe_kind kind)
         return "ftq";
     case NS_PROBE_FWQ:
         return "fwq";
+    case NS_PROBE_TIMERLAT:
+        return "timerlat";
     case NS_PROBE_IDLE:
         return "target";
     }
@@ -254,6 +273,11 @@ static void *sampler_main(void *opaque)
 
     t->error_stage = thread_begin(probe_name(t->kind), t->cpu, t->priority,
                                   t->signal_injection != NULL, &t->tid, &t->error);
+    /* A SCHED_OTHER sleeper's wakeups are deferred by up to its timer slack
+     * (50 us by default) on purpose; that is not latency the OS imposes.
+     * (SCHED_FIFO threads have no slack anyway.) */
+    if (t->kind == NS_PROBE_TIMERLAT)
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     touch_probe(t);
     touch_stack();
     if (t->kind == NS_PROBE_DETOUR)

@@ -94,3 +94,62 @@ def fwq_summary(stats: dict, durations_ns: np.ndarray) -> dict:
 
 def _finite(value: float) -> float | None:
     return None if value is None or not np.isfinite(value) else float(value)
+
+
+def linear_histogram_quantiles(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray,
+                               quantiles: list[float], limit_ns: int | None = None,
+                               ) -> list[float | None]:
+    """Quantiles of data in linear buckets, each reported as its bucket's middle;
+    None where it falls at or beyond `limit_ns` (the open-ended overflow bucket)."""
+    counts = np.asarray(counts)
+    if counts.sum() == 0:
+        return [None] * len(quantiles)
+    order = np.argsort(lower)
+    lower, upper, cumulative = lower[order], upper[order], np.cumsum(counts[order])
+    picks = np.searchsorted(cumulative, [q * cumulative[-1] for q in quantiles], side="left")
+    values: list[float | None] = []
+    for i in np.minimum(picks, len(lower) - 1):
+        beyond = limit_ns is not None and lower[i] >= limit_ns
+        values.append(None if beyond else (float(lower[i]) + float(upper[i])) / 2)
+    return values
+
+
+def timerlat_summary(stats: dict, *, interval_ns: int | None, samples: int, missed: int | None,
+                     min_ns: float | None, max_ns: float | None, sum_ns: float | None,
+                     histogram: Table | None, histogram_limit_ns: int | None,
+                     histogram_overflow: int | None, latencies_ns: np.ndarray | None = None,
+                     stored: int = 0, overflow: int = 0, avg_ns: float | None = None) -> dict:
+    """Timer-latency figures of one CPU (cyclictest's min/avg/max and more).
+
+    Percentiles come from the complete series when there is one, else from
+    the 1 us histogram. The keys are shared by the native probe and by
+    imported cyclictest results, so that both line up in comparisons; None
+    means the source does not say."""
+    if latencies_ns is not None and len(latencies_ns):
+        source = "series"
+        values = [float(np.percentile(latencies_ns, q * 100, method="inverted_cdf"))
+                  for q in QUANTILES.values()]
+    elif histogram is not None and histogram.rows:
+        source = "histogram"
+        values = linear_histogram_quantiles(histogram["lower_ns"], histogram["upper_ns"],
+                                            histogram["count"], list(QUANTILES.values()),
+                                            histogram_limit_ns)
+    else:
+        source, values = None, [None] * len(QUANTILES)
+    if avg_ns is None and sum_ns is not None and samples:
+        avg_ns = sum_ns / samples
+    return {
+        **stats,
+        "interval_ns": interval_ns,
+        "samples": int(samples),
+        "missed": missed,
+        "min_ns": None if not samples or min_ns is None else int(min_ns),
+        "avg_ns": None if avg_ns is None else float(avg_ns),
+        "max_ns": None if not samples or max_ns is None else int(max_ns),
+        **{name: _finite(v) for name, v in zip(QUANTILES, values, strict=False)},
+        "percentiles_from": source,
+        "histogram_limit_ns": histogram_limit_ns,
+        "histogram_overflow": histogram_overflow,
+        "stored": int(stored),
+        "overflow": int(overflow),
+    }

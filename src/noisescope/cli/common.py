@@ -7,6 +7,8 @@ import time
 
 from rich.console import Console
 
+from ..bundle import Bundle
+from ..render.terminal import print_bundle
 from ..units import format_duration
 
 EXIT_USAGE = 2
@@ -42,3 +44,28 @@ class Progress:
             end = "\n" if fraction >= 1.0 else ""
             print(f"\r\x1b[K{probe}: {done} of {format_duration(self.total_ns)}", end=end,
                   file=sys.stderr, flush=True)
+
+
+def report(bundle: Bundle) -> int:
+    """Print a written bundle's summary and where it is; the exit status."""
+    print_bundle(bundle, stdout)
+    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
+    return 0 if bundle.complete else EXIT_INTERRUPTED
+
+
+class RunProgress:
+    """One line per workload run on stderr; on a terminal it updates in place."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, step, result) -> None:
+        config = f" [{step.configuration.name}]" if step.configuration.name else ""
+        kind = "warm-up" if step.warmup else f"run {step.repetition + 1}"
+        outcome = format_duration(result.wall_ns) if result.status == "ok" else result.reason
+        line = f"{done}/{total} {step.workload.name}{config} {kind}: {outcome}"
+        if self.tty:
+            end = "\n" if done == total or result.status != "ok" else ""
+            print(f"\r\x1b[K{line}", end=end, file=sys.stderr, flush=True)
+        else:
+            print(line, file=sys.stderr, flush=True)

@@ -19,12 +19,20 @@ import click
 
 from .. import __version__
 from ..errors import UsageError
+from .bench import bench_command
+from .cleanup import cleanup_command
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from .compare import compare_command
+from .explain import explain_command
+from .importing import import_command
 from .inject import inject_command
+from .predict import export_trace_command, predict_command
 from .report import report_command
+from .run import run_command
 from .scan import scan_command
 from .show import show_command
 from .system import system_group
+from .timerlat import timerlat_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -37,6 +45,15 @@ def cli():
 cli.add_command(scan_command, "scan")
 cli.add_command(show_command, "show")
 cli.add_command(inject_command, "inject")
+cli.add_command(timerlat_command, "timerlat")
+cli.add_command(import_command, "import")
+cli.add_command(bench_command, "bench")
+cli.add_command(run_command, "run")
+cli.add_command(compare_command, "compare")
+cli.add_command(predict_command, "predict")
+cli.add_command(export_trace_command, "export-trace")
+cli.add_command(explain_command, "explain")
+cli.add_command(cleanup_command, "cleanup")
 cli.add_command(system_group, "system")
 cli.add_command(report_command, "report")
 

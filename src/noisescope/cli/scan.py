@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
-from ..probes import PROBES, Injection
-from ..render.terminal import print_bundle
+from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
-from ..units import parse_cpu_list, parse_positive_duration
-from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
+from ..trace.scanning import TraceOptions
+from ..trace.session import EVENTS_PER_SECOND
+from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
+from .common import Progress, report, stderr
 
 REPORT_FILE = "report.html"
 
@@ -22,7 +23,10 @@ EXAMPLES
   noisescope scan                          # all CPUs, 10 s per probe, bundle in ./noisescope-HOST-TIME
   noisescope scan --cpus 2-3 --duration 60s --rt -o tuned
   noisescope scan --probes detour --threshold 500ns
+  noisescope scan --probes detour,timerlat --interval 200us --rt
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
+  noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
+  noisescope scan --no-trace               # without kernel tracing (no explanation)
   noisescope scan --no-report -q           # tables only; no report.html in the bundle
 """
 
@@ -34,8 +38,8 @@ def parse_probes(text: str) -> tuple[str, ...]:
 @click.command(epilog=EXAMPLES)
 @click.option("--cpus", help="CPUs to measure, e.g. 0-3,8 (default: all online, allowed CPUs)")
 @click.option("--duration", default="10s", show_default=True, help="measuring time per probe")
-@click.option("--probes", "probe_list", default=",".join(PROBES), show_default=True,
-              help="comma-separated probes to run, one after the other")
+@click.option("--probes", "probe_list", default=",".join(DEFAULT_PROBES), show_default=True,
+              help=f"comma-separated probes to run, one after the other ({','.join(PROBES)})")
 @click.option("--threshold", default="1us", show_default=True,
               help="shortest gap counted as a detour")
 @click.option("--rt", is_flag=True, help="sample at SCHED_FIFO priority (root); measures in "
@@ -46,17 +50,25 @@ def parse_probes(text: str) -> tuple[str, ...]:
 @click.option("--period", help="window period (default 1s)")
 @click.option("--quantum", default="1ms", show_default=True,
               help="FTQ quantum and FWQ work per sample")
+@click.option("--interval", default="1ms", show_default=True, help="timerlat wakeup period")
 @click.option("--max-detours", type=int, help="detours stored per CPU (more are counted, and "
               "kept in the histogram)")
 @click.option("--inject", "injections", multiple=True, metavar="RATE:LENGTH@cpuN[/MODE]",
               help="inject known noise while measuring, e.g. 1kHz:20us@cpu1 (repeatable)")
 @click.option("--label", help="configuration label stored in the bundle, e.g. tuned-kernel")
+@click.option("--no-trace", is_flag=True, help="do not record kernel events (detours stay "
+              "unexplained); tracing is on by default when tracefs is writable")
+@click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. 64M "
+              f"(default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)")
+@click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
+              help="untraced detour run measuring tracing's own cost (0: skip)")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-@click.option("--report/--no-report", default=True, show_default=True,
+@click.option("--report/--no-report", "write_report", default=True, show_default=True,
               help="write report.html (plots, tables, system check) into the bundle")
 def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
-                 max_detours, injections, label, output, quiet, report):
+                 interval, max_detours, injections, label, no_trace, trace_buffer, trace_cost, output,
+                 quiet, write_report):
     """Measure OS noise on every CPU at once and write a result bundle."""
     options = ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
@@ -68,19 +80,32 @@ def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, p
         runtime_ns=parse_positive_duration(runtime, what="--runtime") if runtime else None,
         period_ns=parse_positive_duration(period, what="--period") if period else None,
         quantum_ns=parse_positive_duration(quantum, what="--quantum", default_unit="ns"),
+        interval_ns=parse_positive_duration(interval, what="--interval", default_unit="us"),
         max_detours=_positive(max_detours, "--max-detours"),
         injections=tuple(Injection.parse(spec) for spec in injections),
         label=label,
+        trace=TraceOptions(
+            enabled=not no_trace,
+            buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
+            cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
+                                            "--trace-cost")),
     )
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.duration_ns, enabled=not quiet)
     bundle = scan(options, facts=facts, progress=progress, destination=destination)
-    print_bundle(bundle, stdout)
-    stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"))
-    if report:
+    status = report(bundle)
+    if write_report:
         write_report_beside(bundle.path, quiet)
-    return 0 if bundle.complete else EXIT_INTERRUPTED
+    return status
+
+
+def _not_negative(value: int, name: str) -> int:
+    from ..errors import UsageError
+
+    if value < 0:
+        raise UsageError(f"{name} must not be negative", f"e.g. {name} 2s, or 0 to skip")
+    return value
 
 
 def write_report_beside(bundle_path: Path, quiet: bool) -> None:

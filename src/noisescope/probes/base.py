@@ -55,7 +55,7 @@ class Execution:
         return self.run.interrupted
 
 
-def _check_errors(results: list[dict], what: str) -> None:
+def check_errors(results: list[dict], what: str) -> None:
     for result in results:
         if result["error"]:
             stage, cpu = result["error_stage"], result.get("cpu")
@@ -84,8 +84,8 @@ def execute(probe: str, ctx: ProbeContext, specs: list[dict]) -> Execution:
             injectors.append(native)
     run = run_native(probe, specs, injectors, ctx.schedule, ctx.clock.ticks_per_ns,
                      start_mono_ns=ctx.start_mono_ns, progress=ctx.progress)
-    _check_errors(run.samplers, f"{probe} sampler")
-    _check_errors([{**r, "cpu": s["cpu"]} for r, s in zip(run.injectors, injectors, strict=False)],
+    check_errors(run.samplers, f"{probe} sampler")
+    check_errors([{**r, "cpu": s["cpu"]} for r, s in zip(run.injectors, injectors, strict=False)],
                   "injector")
     return Execution(run, _windows_table(probe, ctx.clock, specs, run),
                      _injections_table(ctx, specs, injectors, run))
@@ -105,7 +105,7 @@ def _windows_table(probe: str, clock: MeasurementClock, specs: list[dict],
     return Table.concat(parts)
 
 
-def _injection_rows(clock: MeasurementClock, cpu: int, mode: str, native: dict,
+def injection_rows(clock: MeasurementClock, cpu: int, mode: str, native: dict,
                     stored: int) -> Table:
     start = native["start"][:stored]
     return Table({
@@ -121,10 +121,10 @@ def _injections_table(ctx: ProbeContext, specs: list[dict], injectors: list[dict
     parts = []
     for spec, result in zip(specs, run.samplers, strict=False):
         if "inject" in spec:
-            parts.append(_injection_rows(ctx.clock, spec["cpu"], "signal", spec["inject"],
+            parts.append(injection_rows(ctx.clock, spec["cpu"], "signal", spec["inject"],
                                          result["injection"]["stored"]))
     for native, result in zip(injectors, run.injectors, strict=False):
-        parts.append(_injection_rows(ctx.clock, native["cpu"], "thread", native, result["stored"]))
+        parts.append(injection_rows(ctx.clock, native["cpu"], "thread", native, result["stored"]))
     return Table.concat(parts)
 
 
@@ -153,3 +153,11 @@ def busy_diagnostics(probe: str, summaries: list[dict]) -> list[Diagnostic]:
                 f"{probe}: CPU {s['cpu']} waited {100 * s['run_delay_ns'] / s['measured_ns']:.1f}% "
                 f"of the time for other tasks ({s['involuntary_switches']} preemptions)"))
     return notes
+
+
+def overflow_diagnostics(summaries: list[dict], items: str, capacity: int) -> list[Diagnostic]:
+    """A CPU's buffer filled up: the rest was counted (and histogrammed), not stored."""
+    return [Diagnostic(Code.BUFFER_OVERFLOW,
+                       f"CPU {s['cpu']}: {s['overflow']} {items} beyond the buffer of {capacity} "
+                       f"were counted but not stored")
+            for s in summaries if s["overflow"]]

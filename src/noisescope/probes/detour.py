@@ -9,9 +9,15 @@ import numpy as np
 from .. import _native
 from ..analysis.groundtruth import match_injections
 from ..analysis.summary import detour_summary
-from ..diagnostics import Code, Diagnostic
 from ..tables import Table
-from .base import ProbeContext, ProbeResult, busy_diagnostics, execute, thread_statistics
+from .base import (
+    ProbeContext,
+    ProbeResult,
+    busy_diagnostics,
+    execute,
+    overflow_diagnostics,
+    thread_statistics,
+)
 
 HOURGLASS_CYCLES = 1000  # Hourglass reports gaps above 1000 cycles
 DETOUR_RATE_BUDGET = 5_000  # detours per second per CPU the default buffer holds
@@ -66,19 +72,17 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
         stats = thread_statistics(result, clock, done.windows)
         summaries.append(detour_summary(stats, result, duration_ns, histogram, threshold_ns,
                                         clock.ticks_per_ns))
-    notes = busy_diagnostics("detour", summaries)
-    for s in summaries:
-        if s["overflow"]:
-            notes.append(Diagnostic(
-                Code.BUFFER_OVERFLOW,
-                f"CPU {s['cpu']}: {s['overflow']} detours beyond the buffer of {capacity} were "
-                f"counted but not stored"))
+    notes = busy_diagnostics("detour", summaries) + overflow_diagnostics(summaries, "detours",
+                                                                         capacity)
     tables = {"detours": Table.concat(detours), "gap_histogram": Table.concat(histograms),
               "windows": done.windows, "injections": done.injections}
     for s in summaries:
         if done.injections.rows and s["cpu"] in done.injections["cpu"]:
             found = match_injections(tables["detours"], done.injections, done.windows, s["cpu"])
             s["injections"] = found.summary()
+            delivered = next((r["injection"] for r in done.run.samplers
+                              if r["cpu"] == s["cpu"] and "injection" in r), None)
+            s["injections"]["coalesced"] = int(delivered["coalesced"]) if delivered else 0
     return ProbeResult("detour", tables, summaries, done.interrupted, notes)
 
 

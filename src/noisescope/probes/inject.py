@@ -20,7 +20,7 @@ from ..errors import UsageError
 from ..units import format_duration, format_rate, parse_noise_spec
 
 MODES = ("signal", "thread")
-MAX_RECORDS = 20_000_000
+MAX_RECORDS = 1_000_000  # per injection (16 MB); later ones are counted as overflow
 _SPEC = re.compile(r"^(?P<noise>[^@]+)@(?:cpu)?(?P<cpu>\d+)(?:/(?P<mode>\w+))?$")
 
 
@@ -104,7 +104,7 @@ def inject(injection: Injection, duration_ns: int | None,
     facts = read_host_facts()
     check_cpus((injection.cpu,), facts)
     priority = 99 if can_use_fifo(99) else 0
-    schedule, _ = plan_windows(duration_ns or UNTIL_INTERRUPTED_NS, rt=False)
+    schedule = plan_windows(duration_ns, rt=False)[0] if duration_ns else unbounded_schedule()
     clock = measurement_clock(facts.tsc_flags)
     samplers = [{"cpu": injection.cpu}] if injection.mode == "signal" else []
     if on_start:
@@ -118,7 +118,7 @@ def inject(injection: Injection, duration_ns: int | None,
     overflow = sum(r.get("injection", r).get("overflow", 0)
                    for r in done.run.samplers + done.run.injectors)
     return InjectionOutcome(
-        count=table.rows,
+        count=table.rows + int(overflow),
         overflow=int(overflow),
         achieved_rate_hz=(len(starts) - 1) / span * 1e9 if span else 0.0,
         mean_length_ns=float(table["duration_ns"].mean()) if table.rows else 0.0,
@@ -128,4 +128,75 @@ def inject(injection: Injection, duration_ns: int | None,
     )
 
 
-UNTIL_INTERRUPTED_NS = 100 * 365 * 24 * 3600 * 1_000_000_000
+UNTIL_INTERRUPTED_NS = 10 * 365 * 24 * 3600 * 1_000_000_000
+
+
+def unbounded_schedule():
+    """One window that lasts until the run is stopped (Ctrl-C or the stop flag)."""
+    from .schedule import plan_windows
+
+    return plan_windows(UNTIL_INTERRUPTED_NS, rt=False, runtime_ns=UNTIL_INTERRUPTED_NS,
+                        period_ns=UNTIL_INTERRUPTED_NS)[0]
+
+
+class BackgroundInjection:
+    """Thread-mode injections running beside something else (a workload) from
+    start() until stop(); every injection is recorded as usual.
+
+    The native runner fixes its start time only once the injector threads
+    have touched their buffers, so start() asks for a start a little ahead
+    and returns when that time has come: the workload then starts with the
+    noise already on."""
+
+    LEAD_NS = 50_000_000
+
+    def __init__(self, injections: tuple[Injection, ...], clock, max_duration_ns: int,
+                 priority: int = 0):
+        for injection in injections:
+            if injection.mode != "thread":
+                raise UsageError(
+                    f"injection {injection.describe()} needs a sampler thread to signal",
+                    "inject beside a workload in thread mode, e.g. 1kHz:20us@cpu1/thread")
+        self.injections = injections
+        self.clock = clock
+        self.max_duration_ns = max_duration_ns
+        self.priority = priority
+        self._natives: list[dict] = []
+        self._handle = None
+
+    def start(self) -> None:
+        import time
+
+        from .native import NativeHandle
+
+        self._natives = [i.native(self.clock.ticks_per_ns, self.max_duration_ns, self.priority)
+                         for i in self.injections]
+        schedule = unbounded_schedule()
+        begin = time.monotonic_ns() + self.LEAD_NS
+        self._handle = NativeHandle("idle", [], self._natives, schedule, self.clock.ticks_per_ns,
+                                    start_mono_ns=begin)
+        time.sleep(max(0, begin - time.monotonic_ns()) / 1e9)
+
+    def stop(self):
+        """Stop the injectors; returns (injections Table, overflow count, interrupted)."""
+        from ..tables import Table
+        from .base import check_errors, injection_rows
+
+        if self._handle is None:
+            return Table(), 0, False
+        run = self._handle.stop()
+        self._handle = None
+        check_errors([{**r, "cpu": n["cpu"]} for r, n in zip(run.injectors, self._natives,
+                                                             strict=True)], "injector")
+        table = Table.concat(injection_rows(self.clock, n["cpu"], "thread", n, r["stored"])
+                             for n, r in zip(self._natives, run.injectors, strict=True))
+        return table, sum(int(r["overflow"]) for r in run.injectors), run.interrupted
+
+    def __enter__(self) -> BackgroundInjection:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._handle is not None:
+            self._handle.stop()
+            self._handle = None

@@ -151,8 +151,10 @@ def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
         having = [(b, n) for b, n in zip(bundles, names, strict=True) if b.summaries.get(kind)]
         if not having:
             continue
-        tables = [rich_to_block(render(b.summaries[kind]), f"{n}: " if len(bundles) > 1 else "")
-                  for b, n in having for render in SUMMARY_TABLES.get(kind, [])]
+        drawn = [(render(b.summaries[kind]), n) for b, n in having
+                 for render in SUMMARY_TABLES.get(kind, [])]
+        tables = [rich_to_block(table, f"{n}: " if len(bundles) > 1 else "")
+                  for table, n in drawn if table is not None]
         figures = [f for draw in plots.FIGURES.get(kind, []) for f in draw([b for b, _ in having])]
         if not tables and not figures:
             continue

@@ -10,6 +10,8 @@ from rich.text import Text
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
+from .bench import bench_lines, workloads_table
+from .trace import causes_table, scan_worst_table, trace_lines
 
 
 def _pct(value: float | None) -> str:
@@ -30,25 +32,53 @@ def header_lines(bundle: Bundle) -> list[str]:
     m = bundle.manifest
     host = m.get("host") or {}
     clock = m.get("clock") or {}
-    lines = []
+    lines = import_lines(m.get("source")) if m["kind"] == "import" else []
     virt = host.get("virtualization") or {}
     machine = f"{host.get('hostname', '?')}: {host.get('cpu_model', '?')}, kernel " \
               f"{host.get('kernel_release', '?')}"
     if virt.get("hypervisor"):
         machine += f", guest of {virt.get('vendor') or 'a hypervisor'}"
-    lines.append(machine)
+    if host:
+        lines.append(machine)
     if clock:
         lines.append(f"clock: {clock['counter']} at {clock['ticks_per_second'] / 1e6:.3f} MHz "
                      f"({clock['frequency_source']})")
     p = m["parameters"]
     if "cpus" in p and "duration_ns" in p:
         mode = f"SCHED_FIFO {p['priority']}" if p.get("priority") else "SCHED_OTHER"
-        lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {format_duration(p['duration_ns'])} "
-                     f"per probe, {mode}" + ("" if m["complete"] else "  [INCOMPLETE]"))
+        span = f"{format_duration(p['duration_ns'])} per probe"
+        if m["kind"] == "timerlat":
+            span = f"every {format_duration(p['interval_ns'])} for " + (
+                f"{p['loops']:,} loops" if p.get("loops") else format_duration(p["duration_ns"]))
+        lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {span}, {mode}"
+                     + ("" if m["complete"] else "  [INCOMPLETE]"))
+        dma = (m.get("privileges") or {}).get("dma_latency", "not requested")
+        if dma != "not requested":
+            lines.append(f"/dev/cpu_dma_latency: {dma}")
     if host.get("hz_estimate", {}).get("hz"):
         lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
                      f"(CONFIG_HZ={host.get('config_hz') or '?'})")
+    return lines + trace_lines(m)
+
+
+def import_lines(source: dict | None) -> list[str]:
+    source = source or {}
+    version = f" {source['version']}" if source.get("version") else ""
+    lines = [f"imported: {source.get('tool', '?')}{version} {source.get('format', '')} "
+             f"from {source.get('file', '?')}"]
+    if source.get("command"):
+        lines.append(f"command: {source['command']}")
+    details = source.get("details") or {}
+    sysinfo = details.get("sysinfo") or {}
+    if sysinfo:
+        lines.append(f"recorded on {sysinfo.get('nodename', '?')}, kernel "
+                     f"{sysinfo.get('release', '?')}, {details.get('start_time', '')}".rstrip(", "))
     return lines
+
+
+def _cpu(s: dict) -> str:
+    """The CPU, or the thread number where an imported file does not say the CPU."""
+    return str(s["cpu"]) if s.get("cpu") is not None else f"T{s.get('thread', '?')}"
 
 
 def detour_table(rows: list[dict]) -> RichTable:
@@ -60,12 +90,15 @@ def detour_table(rows: list[dict]) -> RichTable:
         t.add_row(
             str(s["cpu"]), _pct(s["noise_pct"]), _num(s["detours_per_s"], 1),
             approx + _ns(s["p50_ns"]), approx + _ns(s["p99_ns"]), approx + _ns(s["p999_ns"]),
-            _ns(s["max_ns"]), str(s["resolution_cycles"]), f"{s['resolution_ns']:.1f}",
+            _ns(s["max_ns"]), _num(s.get("resolution_cycles")), _num(s.get("resolution_ns"), 1),
         )
     return t
 
 
-def hourglass_table(rows: list[dict]) -> RichTable:
+def hourglass_table(rows: list[dict]) -> RichTable | None:
+    rows = [s for s in rows if "iterations" in s]  # imported detour figures have none
+    if not rows:
+        return None
     t = RichTable(title="Hourglass (gaps between TSC reads)", title_justify="left")
     for name in ("CPU", "reads", "avg gap cyc", "max gap cyc", "gaps > 1000 cyc"):
         t.add_column(name, justify="right")
@@ -113,10 +146,41 @@ def spectrum_table(rows: list[dict]) -> RichTable:
     return t
 
 
-SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable]]] = {
+def timerlat_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="Timer latency (wakeup - deadline)", title_justify="left")
+    for name in ("CPU", "interval", "samples", "missed", "min", "avg", "max", "p50", "p99",
+                 "p99.9", "> hist"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        approx = "~" if s.get("percentiles_from") == "histogram" else ""
+        t.add_row(_cpu(s), _ns(s["interval_ns"]), _num(s["samples"]), _num(s["missed"]),
+                  _ns(s["min_ns"]), _ns(s["avg_ns"]), _ns(s["max_ns"]),
+                  *(approx + _ns(s[k]) if s[k] is not None else "-"
+                    for k in ("p50_ns", "p99_ns", "p999_ns")),
+                  _num(s["histogram_overflow"]))
+    return t
+
+
+def oslat_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="oslat (gaps between TSC reads, 1 us buckets)", title_justify="left")
+    for name in ("CPU", "reads", "min", "avg", "max", "p50", "p99", "p99.9", "duration"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        t.add_row(_cpu(s), _num(s["samples"]), _ns(s["min_ns"]), _ns(s["avg_ns"]),
+                  _ns(s["max_ns"]), *("~" + _ns(s[k]) if s[k] is not None else "-"
+                                      for k in ("p50_ns", "p99_ns", "p999_ns")),
+                  _ns(s["measured_ns"]))
+    return t
+
+
+SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "detour": [detour_table, hourglass_table],
     "ftq": [ftq_table],
     "fwq": [fwq_table],
+    "timerlat": [timerlat_table],
+    "oslat": [oslat_table],
+    "workloads": [workloads_table],
+    "attribution": [causes_table, scan_worst_table],
     "spectrum": [spectrum_table],
 }
 
@@ -137,23 +201,35 @@ def injection_lines(bundle: Bundle) -> list[str]:
 
 
 def print_bundle(bundle: Bundle, console: Console) -> None:
-    for line in header_lines(bundle) + injection_lines(bundle):
+    if bundle.kind == "prediction":
+        from ..analysis.predict import Prediction
+        from .prediction import print_prediction
+
+        print_prediction(Prediction.from_bundle(bundle), console)
+        return
+    for line in header_lines(bundle) + injection_lines(bundle) + bench_lines(bundle):
         console.print(line, highlight=False, markup=False)
     for probe, rows in bundle.summaries.items():
         for render in SUMMARY_TABLES.get(probe, []) if rows else []:
-            console.print()
-            console.print(render(rows))
+            table = render(rows)
+            if table is not None:
+                console.print()
+                console.print(table)
     print_warnings(bundle, console)
 
 
 def print_warnings(bundle: Bundle, console: Console) -> None:
-    warnings = bundle.warnings
     system = system_line(bundle)
-    if not warnings and not system:
+    if system:
+        console.print()
+        console.print(system, style="dim", highlight=False, markup=False)
+    print_diagnostics(bundle.warnings, console)
+
+
+def print_diagnostics(warnings, console: Console) -> None:
+    if not warnings:
         return
     console.print()
-    if system:
-        console.print(system, style="dim", highlight=False, markup=False)
     for w in warnings:
         console.print(f"warning: {w.message}", style="yellow", highlight=False, markup=False)
         console.print(f"  hint: {w.hint}", style="dim", highlight=False, markup=False)

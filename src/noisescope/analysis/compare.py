@@ -1,0 +1,485 @@
+"""Comparison of configurations, with statistics that fit noisy measurements.
+
+The unit compared is a run, never a sample inside a run (samples inside a
+run are autocorrelated):
+- bench bundles: one value per successful, non-warm-up run and metric;
+- bundles with per-CPU summaries (scan, timerlat, imported cyclictest,
+  oslat, sysjitter): one value per bundle and metric, the mean over its CPUs
+  (or CPU by CPU with per_cpu); bundles with the same label are repetitions.
+
+A configuration is a bundle's label (or its directory name), joined with
+the configuration name inside an experiment ("vm/packed"). For every
+workload and metric, each configuration gets n, mean, standard deviation,
+median, min, max (p99 from 100 runs on) and, against the baseline: the
+change of the mean in %, its bootstrap 95% confidence interval, a
+two-sided Mann-Whitney U p-value, and the Benjamini-Hochberg adjusted
+p-value (q) over all comparisons made; "not significant" where q >= alpha.
+
+The bootstrap is a vectorised percentile bootstrap of the ratio of the two
+means, each group resampled on its own; deviations from the group mean are
+first scaled by sqrt(n / (n - 1)) so that the bootstrap variance matches the
+unbiased one (the plain percentile interval is too narrow for 5-10 runs).
+Resampling costs runs x resamples per group; for groups of more than
+EXACT_RESAMPLING_MAX runs the resampled means are drawn from their normal
+limit instead (the same mean and variance; the central limit theorem makes
+the shape difference negligible there), which keeps 100 bundles of 1000
+runs within a second or two.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..bundle import SCHEMA_VERSION, Bundle
+from ..diagnostics import Code, Diagnostic
+from ..errors import UsageError
+
+ALPHA = 0.05
+CONFIDENCE = 0.95
+RESAMPLES = 4000
+RESAMPLE_CHUNK = 4_000_000  # resampled values held in memory at once
+EXACT_RESAMPLING_MAX = 200  # runs per group; above, the normal limit of the resampled means
+P99_MIN_RUNS = 100
+FEW_RUNS = 5
+READABLE_SCHEMAS = range(1, SCHEMA_VERSION + 1)
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str  # runs-table column or summary field (wall_ns, noise_pct, metric_tps)
+    title: str  # for people (wall, noise %, tps)
+    unit: str  # ns, KiB, /s, %, count or ""
+    better: str | None = "lower"  # lower, higher or None (no direction)
+
+
+def _info(name: str, title: str, unit: str, better: str | None = "lower") -> MetricInfo:
+    return MetricInfo(name, title, unit, better)
+
+
+# Runs-table columns compared for bench bundles; DEFAULT_RUN_METRICS unless asked for more.
+RUN_METRICS = {m.name: m for m in (
+    _info("wall_ns", "wall", "ns"),
+    _info("user_ns", "user", "ns"),
+    _info("sys_ns", "sys", "ns"),
+    _info("system_context_switches_per_s", "system ctx sw/s", "/s"),
+    _info("system_interrupts_per_s", "system irq/s", "/s"),
+    _info("voluntary_switches", "voluntary switches", "count"),
+    _info("involuntary_switches", "involuntary switches", "count"),
+    _info("maxrss_kib", "max RSS", "KiB"),
+    _info("minor_faults", "minor faults", "count"),
+    _info("major_faults", "major faults", "count"),
+)}
+DEFAULT_RUN_METRICS = ("wall_ns", "user_ns", "sys_ns", "system_context_switches_per_s")
+PERTURBATION_METRICS = ("wall_ns", "user_ns", "sys_ns")
+
+# Per-CPU summary fields compared by default, per probe; other probes (imported
+# tools) use every numeric field that looks like noise or latency.
+SUMMARY_METRICS = {
+    "detour": ("noise_pct", "detours_per_s", "p99_ns", "max_ns"),
+    "ftq": ("noise_pct",),
+    "fwq": ("noise_pct",),
+    "timerlat": ("avg_ns", "p99_ns", "max_ns"),
+    "oslat": ("avg_ns", "p99_ns", "max_ns"),
+}
+_NOISE_FIELD = re.compile(r"(_pct|_per_s|^p\d+_ns|^(max|mean|avg|median)_ns)$")
+_TITLES = {"noise_pct": "noise %", "detours_per_s": "detours/s", "p99_ns": "p99",
+           "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max", "avg_ns": "avg"}
+
+
+def summary_metric(name: str) -> MetricInfo:
+    unit = "ns" if name.endswith("_ns") else "%" if name.endswith("_pct") else \
+        "/s" if name.endswith("_per_s") else ""
+    return MetricInfo(name, _TITLES.get(name, name), unit, "lower")
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    n: int
+    mean: float
+    std: float | None  # sample standard deviation, None for n < 2
+    median: float
+    min: float
+    max: float
+    p99: float | None  # only from P99_MIN_RUNS runs on
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> GroupStats:
+        n = len(values)
+        return cls(n, float(values.mean()), float(values.std(ddof=1)) if n > 1 else None,
+                   float(np.median(values)), float(values.min()), float(values.max()),
+                   float(np.percentile(values, 99)) if n >= P99_MIN_RUNS else None)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A configuration against the baseline, for one workload and metric."""
+
+    change_pct: float | None  # change of the mean, % of the baseline mean
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    p_value: float | None  # two-sided Mann-Whitney U
+    q_value: float | None  # Benjamini-Hochberg over all comparisons
+    significant: bool
+    verdict: str  # "not significant", "worse", "better", "higher", "lower", "too few runs"
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    metric: MetricInfo
+    configuration: str
+    stats: GroupStats
+    change: Change | None  # None for the baseline, or where there is no baseline group
+    values: np.ndarray = field(repr=False, compare=False)  # one per run (or bundle), sorted
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.change is None
+
+    def cdf(self) -> tuple[np.ndarray, np.ndarray]:
+        """Empirical CDF: sorted values and the fraction of runs at or below each."""
+        return self.values, np.arange(1, len(self.values) + 1) / len(self.values)
+
+    def to_dict(self, with_cdf: bool = True) -> dict:
+        data = {"workload": self.workload, "metric": self.metric.name,
+                "title": self.metric.title, "unit": self.metric.unit,
+                "better": self.metric.better, "configuration": self.configuration,
+                "baseline": self.is_baseline, **self.stats.to_dict(),
+                **(self.change.to_dict() if self.change else {})}
+        if with_cdf:
+            x, p = self.cdf()
+            data["cdf"] = {"values": x.tolist(), "probability": p.tolist()}
+        return data
+
+
+@dataclass
+class Comparison:
+    baseline: str | None
+    configurations: list[str]
+    rows: list[Row]
+    sources: list[dict]
+    warnings: list[Diagnostic]
+    alpha: float = ALPHA
+    confidence: float = CONFIDENCE
+    resamples: int = RESAMPLES
+
+    @property
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(r.workload for r in self.rows))
+
+    def metrics(self, workload: str | None = None) -> list[MetricInfo]:
+        return list(dict.fromkeys(r.metric for r in self.rows
+                                  if workload is None or r.workload == workload))
+
+    def row(self, workload: str, metric: str, configuration: str) -> Row | None:
+        return self._index.get((workload, metric, configuration))
+
+    def __post_init__(self) -> None:
+        self._index = {(r.workload, r.metric.name, r.configuration): r for r in self.rows}
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "configurations": self.configurations,
+                "alpha": self.alpha, "confidence": self.confidence, "resamples": self.resamples,
+                "method": {"test": "Mann-Whitney U, two-sided",
+                           "correction": "Benjamini-Hochberg over all comparisons",
+                           "interval": "percentile bootstrap of the ratio of means"},
+                "sources": self.sources, "rows": [r.to_dict() for r in self.rows],
+                "warnings": [w.to_dict() for w in self.warnings]}
+
+
+class MetricSelection:
+    """Which metrics to compare: the defaults, "all", or names given by the user
+    (a workload's own metric by its name, e.g. tps for the column metric_tps)."""
+
+    def __init__(self, names: Iterable[str] | None = None):
+        given = {n.strip() for n in names or () if n.strip()}
+        self.everything = "all" in given
+        self.names = given - {"all"} if given and not self.everything else None
+        self.seen: set[str] = set()  # names of the metrics the bundles have
+        self.titles: set[str] = set()  # and the titles of run metrics (wall, tps)
+
+    def wants_run_metric(self, metric: MetricInfo) -> bool:
+        self.seen.add(metric.name)
+        self.titles.add(metric.title)
+        if self.everything:
+            return True
+        if self.names is None:
+            return metric.name in DEFAULT_RUN_METRICS or metric.name.startswith("metric_")
+        return metric.name in self.names or metric.title in self.names
+
+    def wants_summary_field(self, probe: str, name: str) -> bool:
+        self.seen.add(name)
+        default = SUMMARY_METRICS.get(probe)
+        if self.names is not None:
+            return name in self.names
+        if self.everything or default is None:
+            return bool(_NOISE_FIELD.search(name)) or name in (default or ())
+        return name in default
+
+    def check_known(self) -> None:
+        """Names the user gave that no bundle has."""
+        unknown = sorted(n for n in self.names or () if n not in self.seen | self.titles)
+        if unknown:
+            raise UsageError(f"no bundle has metric {', '.join(unknown)}",
+                             f"choose from: {', '.join(sorted(self.seen))}")
+
+
+# -- observations ---------------------------------------------------------------
+
+@dataclass
+class _Observations:
+    """Values per (workload, metric, configuration), in order of appearance."""
+
+    metrics: dict[str, MetricInfo] = field(default_factory=dict)
+    values: dict[tuple[str, str, str], list[np.ndarray]] = field(default_factory=dict)
+    configurations: list[str] = field(default_factory=list)
+
+    def add(self, workload: str, metric: MetricInfo, configuration: str,
+            values: np.ndarray) -> None:
+        self.metrics.setdefault(metric.name, metric)
+        if configuration not in self.configurations:
+            self.configurations.append(configuration)
+        self.values.setdefault((workload, metric.name, configuration), []).append(values)
+
+
+def configuration_name(bundle: Bundle, inner: str = "") -> str:
+    outer = bundle.label or (bundle.path.name if bundle.path else bundle.kind)
+    return f"{outer}/{inner}" if inner else outer
+
+
+def _check_compatible(bundle: Bundle) -> None:
+    version = bundle.manifest.get("schema_version")
+    if version not in READABLE_SCHEMAS:
+        tool = bundle.manifest.get("tool", {}).get("version", "?")
+        raise UsageError(
+            f"{bundle.path or bundle.name} was written by noisescope {tool} (bundle schema "
+            f"{version}), which this noisescope cannot compare (schemas "
+            f"{READABLE_SCHEMAS.start}-{READABLE_SCHEMAS.stop - 1})",
+            "compare it with the noisescope version that wrote it, or re-run the measurement")
+
+
+REQUIRED_RUN_COLUMNS = ("workload", "configuration", "warmup", "status")
+
+
+def _runs_observations(bundle: Bundle, selection: MetricSelection, obs: _Observations,
+                       notes: list[Diagnostic]) -> None:
+    runs = bundle.table("runs")
+    missing = [c for c in REQUIRED_RUN_COLUMNS if c not in runs.columns]
+    if missing:
+        raise UsageError(f"{bundle.path}: runs table lacks column {missing[0]} (written by "
+                         f"noisescope {bundle.manifest['tool'].get('version')})",
+                         "the bundle is damaged or from an incompatible version; re-run it")
+    declared = {m["name"]: m for w in bundle.parameters.get("workloads", [])
+                for m in w.get("metrics", [])}
+    metrics = [RUN_METRICS[c] for c in RUN_METRICS if c in runs.columns]
+    metrics += [MetricInfo(c, c[len("metric_"):], "", declared.get(c[len("metric_"):], {})
+                           .get("better")) for c in runs.columns if c.startswith("metric_")]
+    metrics = [m for m in metrics if selection.wants_run_metric(m)]
+    measured = runs.filter(~runs["warmup"].astype(bool)) if runs.rows else runs
+    where = bundle.path or bundle.name
+    for workload in dict.fromkeys(measured["workload"].tolist()) if measured.rows else []:
+        for inner in dict.fromkeys(measured.where(workload=workload)["configuration"].tolist()):
+            mine = measured.where(workload=workload, configuration=inner)
+            ok = mine.filter(mine["status"] == "ok")
+            config = configuration_name(bundle, inner)
+            if ok.rows < mine.rows:
+                statuses = ", ".join(f"{int((mine['status'] == s).sum())} {s}"
+                                     for s in dict.fromkeys(mine["status"].tolist()) if s != "ok")
+                notes.append(Diagnostic(Code.RUN_EXCLUDED, f"{where}: {workload} [{config}]: "
+                                        f"{mine.rows - ok.rows} of {mine.rows} runs left out "
+                                        f"({statuses})"))
+            own = _workload_metrics(bundle, workload)
+            for metric in metrics:
+                values = ok[metric.name].astype(np.float64)
+                if metric.name.startswith("metric_"):
+                    if metric.title not in own:
+                        continue  # another workload's metric
+                    found = values[~np.isnan(values)]
+                    if len(found) < len(values):
+                        notes.append(Diagnostic(
+                            Code.METRIC_MISSING, f"{where}: {workload} [{config}]: metric "
+                            f"{metric.title} missing in {len(values) - len(found)} of "
+                            f"{len(values)} runs"))
+                    values = found
+                if len(values):
+                    obs.add(workload, metric, config, values)
+
+
+def _workload_metrics(bundle: Bundle, workload: str) -> set[str]:
+    return {m["name"] for w in bundle.parameters.get("workloads", []) if w.get("name") == workload
+            for m in w.get("metrics", [])}
+
+
+def _summary_observations(bundle: Bundle, selection: MetricSelection, per_cpu: bool,
+                          obs: _Observations) -> None:
+    config = configuration_name(bundle)
+    for probe, rows in bundle.summaries.items():
+        rows = [r for r in rows if isinstance(r, dict) and "cpu" in r]
+        if not rows:
+            continue
+        names = [k for k, v in rows[0].items() if _is_number(v) and k not in ("cpu", "thread")]
+        for name in [k for k in names if selection.wants_summary_field(probe, k)]:
+            metric = summary_metric(name)
+            per = {_where(r): float(r[name]) for r in rows if _is_number(r.get(name))}
+            if not per:
+                continue
+            if per_cpu:
+                for where, value in per.items():
+                    obs.add(f"{probe} {where}", metric, config, np.array([value]))
+            else:
+                obs.add(probe, metric, config, np.array([np.mean(list(per.values()))]))
+
+
+def _where(row: dict) -> str:
+    """'cpu3', or 'thread0' for imported results that do not say the CPU."""
+    return f"cpu{row['cpu']}" if row.get("cpu") is not None else f"thread{row.get('thread', 0)}"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# -- statistics -------------------------------------------------------------------
+
+def _seed(seed: int, key: tuple[str, ...]) -> np.random.Generator:
+    """A generator per group that does not depend on the order of the groups."""
+    return np.random.default_rng([seed, zlib.crc32("\0".join(key).encode())])
+
+
+def bootstrap_means(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of `resamples` resamples (with replacement) of values, deviations
+    scaled by sqrt(n / (n - 1)) so that their variance is the unbiased one."""
+    n = len(values)
+    mean = values.mean()
+    if n > EXACT_RESAMPLING_MAX:
+        return rng.normal(mean, values.std(ddof=1) / math.sqrt(n), resamples)
+    scaled = mean + (values - mean) * math.sqrt(n / (n - 1)) if n > 1 else values
+    out = np.empty(resamples)
+    chunk = max(1, RESAMPLE_CHUNK // n)
+    for start in range(0, resamples, chunk):
+        rows = min(chunk, resamples - start)
+        picks = rng.integers(0, n, size=(rows, n), dtype=np.int32 if n < 2**31 else np.int64)
+        out[start:start + rows] = scaled[picks].mean(axis=1)
+    return out
+
+
+def _verdict(change: float | None, significant: bool, better: str | None) -> str:
+    if not significant or change is None or change == 0:
+        return "not significant"
+    if better is None:
+        return "higher" if change > 0 else "lower"
+    return "better" if (change > 0) == (better == "higher") else "worse"
+
+
+def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
+            metrics: Iterable[str] | None = None, per_cpu: bool = False, alpha: float = ALPHA,
+            confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
+            seed: int = 0) -> Comparison:
+    """Compare every configuration with the baseline (default: the first)."""
+    from scipy.stats import false_discovery_control, mannwhitneyu
+
+    if not bundles:
+        raise UsageError("nothing to compare", "give bundle directories, e.g. compare a/ b/")
+    if not 0 < alpha < 1 or not 0 < confidence < 1:
+        raise UsageError("alpha and confidence must lie between 0 and 1", "e.g. --alpha 0.05")
+    selection = MetricSelection(metrics)
+    obs = _Observations()
+    notes: list[Diagnostic] = []
+    for bundle in bundles:
+        _check_compatible(bundle)
+        if not bundle.complete:
+            notes.append(Diagnostic(Code.INTERRUPTED, f"{bundle.path or bundle.name} is "
+                                    f"incomplete: what it measured is included"))
+        if bundle.has_table("runs"):
+            _runs_observations(bundle, selection, obs, notes)
+        _summary_observations(bundle, selection, per_cpu, obs)
+    selection.check_known()
+    if not obs.values:
+        raise UsageError("the bundles hold no values to compare",
+                         "check that they hold successful runs or per-CPU summaries")
+    if baseline is not None and baseline not in obs.configurations:
+        raise UsageError(f"no configuration is called {baseline!r}",
+                         f"choose from: {', '.join(obs.configurations)}")
+    base = baseline or obs.configurations[0]
+
+    groups = {key: np.sort(np.concatenate(parts)) for key, parts in obs.values.items()}
+    small = sorted({(w, c) for (w, _, c), v in groups.items() if len(v) < FEW_RUNS})
+    for workload, config in small:
+        n = min(len(v) for (w, _, c), v in groups.items() if (w, c) == (workload, config))
+        notes.append(Diagnostic(Code.TOO_FEW_RUNS, f"{workload} [{config}]: only {n} run"
+                                f"{'s' if n != 1 else ''}; with so few, even a real difference "
+                                f"can rarely be shown significant"))
+
+    tail = 100 * (1 - confidence) / 2
+    boots: dict[tuple[str, str, str], np.ndarray] = {}
+
+    def resampled(key):
+        if key not in boots:
+            boots[key] = bootstrap_means(groups[key], resamples, _seed(seed, key))
+        return boots[key]
+
+    pending = []  # (key, change, ci, p) for every comparison with the baseline
+    for key, values in groups.items():
+        workload, metric, config = key
+        base_key = (workload, metric, base)
+        if config == base or base_key not in groups:
+            continue
+        reference = groups[base_key]
+        change, ci, p = None, (None, None), None
+        if len(values) >= 2 and len(reference) >= 2:
+            base_mean = reference.mean()
+            if base_mean != 0:
+                change = float(100 * (values.mean() / base_mean - 1))
+                ratio = resampled(key) / resampled(base_key)
+                low, high = np.percentile(100 * (ratio - 1), [tail, 100 - tail])
+                ci = (float(low), float(high))
+            p = float(mannwhitneyu(values, reference, alternative="two-sided").pvalue)
+            p = p if math.isfinite(p) else None
+        pending.append((key, change, ci, p))
+
+    tested = [i for i, entry in enumerate(pending) if entry[3] is not None]
+    adjusted = false_discovery_control([pending[i][3] for i in tested], method="bh") \
+        if tested else []
+    q_values = {i: float(q) for i, q in zip(tested, adjusted, strict=True)}
+    changes = {}
+    for i, (key, change, (low, high), p) in enumerate(pending):
+        q = q_values.get(i)
+        significant = q is not None and q < alpha
+        few = min(len(groups[key]), len(groups[(key[0], key[1], base)])) < 2
+        verdict = "too few runs" if few else _verdict(change, significant,
+                                                      obs.metrics[key[1]].better)
+        changes[key] = Change(change, low, high, p, q, significant, verdict)
+
+    rows = []
+    for workload in dict.fromkeys(w for w, _, _ in groups):
+        for metric in dict.fromkeys(m for w, m, _ in groups if w == workload):
+            for config in obs.configurations:
+                key = (workload, metric, config)
+                if key in groups:
+                    rows.append(Row(workload, obs.metrics[metric], config,
+                                    GroupStats.of(groups[key]), changes.get(key),
+                                    groups[key]))
+    return Comparison(base, obs.configurations, rows, [_source(b) for b in bundles], notes,
+                      alpha, confidence, resamples)
+
+
+def _source(bundle: Bundle) -> dict:
+    host = bundle.manifest.get("host") or {}
+    return {"path": str(bundle.path) if bundle.path else None, "label": bundle.label,
+            "kind": bundle.kind, "complete": bundle.complete,
+            "tool_version": bundle.manifest.get("tool", {}).get("version"),
+            "schema_version": bundle.manifest.get("schema_version"),
+            "hostname": host.get("hostname"), "kernel": host.get("kernel_release"),
+            "started_utc": bundle.manifest.get("started_utc")}

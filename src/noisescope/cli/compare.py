@@ -1,0 +1,72 @@
+"""noisescope compare: configurations side by side, with honest statistics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..analysis.compare import ALPHA, RESAMPLES, compare
+from ..bundle import MANIFEST, load
+from ..errors import UsageError
+from ..render.compare import FORMATS, markdown, print_comparison, print_notes, to_csv, to_json
+from .common import stderr, stdout
+
+EXAMPLES = """
+\b
+EXAMPLES
+  noisescope compare smt-on/ nosmt/ core-sched/ --baseline smt-on
+  noisescope compare results/*/ --format markdown > table.md
+  noisescope compare experiment-dir/ --metrics wall_ns,user_ns,sys_ns --format csv
+  noisescope compare scan-a1 scan-a2 scan-b1 scan-b2 --per-cpu   # scans: same label = repetitions
+"""
+
+
+def expand(paths: tuple[str, ...]) -> list[Path]:
+    """Bundle directories, and directories holding bundles (e.g. `noisescope run` output)."""
+    found: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if (path / MANIFEST).is_file() or not path.is_dir():
+            found.append(path)  # load() says what is wrong with a non-bundle
+            continue
+        inner = sorted(p for p in path.iterdir() if (p / MANIFEST).is_file())
+        if not inner:
+            raise UsageError(f"{path} is not a noisescope bundle and holds none",
+                             "give bundle directories (written by scan, bench or run)")
+        found.extend(inner)
+    return found
+
+
+@click.command(epilog=EXAMPLES)
+@click.argument("bundles", nargs=-1, required=True, metavar="BUNDLE...")
+@click.option("--baseline", help="configuration the others are compared with (default: the "
+              "first); a label, or label/configuration for experiments")
+@click.option("--metrics", help="comma-separated metrics, or 'all' (default: wall, user, sys, "
+              "system context switches/s and the workloads' own metrics; noise %, detours/s, "
+              "p99, max for scans)")
+@click.option("--per-cpu", is_flag=True, help="compare per-CPU summaries CPU by CPU instead of "
+              "their mean over CPUs")
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="terminal",
+              show_default=True)
+@click.option("--alpha", default=ALPHA, show_default=True,
+              help="significance level for the Benjamini-Hochberg adjusted p-values")
+@click.option("--resamples", default=RESAMPLES, show_default=True, help="bootstrap resamples")
+@click.option("--seed", default=0, show_default=True, help="bootstrap random seed")
+def compare_command(bundles, baseline, metrics, per_cpu, output_format, alpha, resamples, seed):
+    """Compare bench, run and scan bundles: per workload, metric and configuration,
+    the change vs a baseline with a confidence interval and a corrected p-value."""
+    if resamples < 100:
+        raise UsageError(f"--resamples {resamples} is too few for a 95% interval", "use 1000+")
+    loaded = [load(path) for path in expand(bundles)]
+    comparison = compare(loaded, baseline=baseline,
+                         metrics=metrics.split(",") if metrics else None, per_cpu=per_cpu,
+                         alpha=alpha, resamples=resamples, seed=seed)
+    if output_format == "terminal":
+        print_comparison(comparison, stdout)
+        return 0
+    text = {"markdown": markdown, "csv": to_csv, "json": to_json}[output_format](comparison)
+    click.echo(text, nl=False)
+    if output_format != "markdown":
+        print_notes(comparison, stderr)
+    return 0

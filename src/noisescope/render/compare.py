@@ -1,0 +1,264 @@
+"""Comparison output: terminal tables, Markdown (like a paper's tables), CSV, JSON.
+
+Every format shows the same numbers; only the layout differs. Units are
+converted for display here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..analysis.compare import PERTURBATION_METRICS, Change, Comparison, MetricInfo, Row
+from ..units import format_duration
+
+FORMATS = ("terminal", "markdown", "csv", "json")
+CSV_FIELDS = ("workload", "metric", "title", "unit", "better", "configuration", "baseline", "n",
+              "mean", "std", "median", "min", "max", "p99", "change_pct", "ci_low_pct",
+              "ci_high_pct", "p_value", "q_value", "significant", "verdict")
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ns":
+        return format_duration(value)
+    if unit == "KiB":
+        return f"{value / 1024:.1f} MiB" if abs(value) >= 1024 else f"{value:.0f} KiB"
+    if unit == "/s":
+        return f"{value:,.0f}/s" if abs(value) >= 100 else f"{value:.3g}/s"
+    if unit == "%":
+        return f"{value:.3f}%"
+    if unit == "count":
+        return f"{value:,.1f}" if value != int(value) else f"{int(value):,}"
+    return f"{value:,.0f}" if abs(value) >= 1_000 else f"{value:.4g}"
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.2f}" if abs(value) < 10 else f"{value:+.1f}"
+
+
+def format_pct(value: float | None) -> str:
+    return "-" if value is None else f"{_signed(value)}%"
+
+
+def format_ci(change: Change | None) -> str:
+    if change is None or change.ci_low_pct is None:
+        return "-"
+    return f"[{_signed(change.ci_low_pct)}, {_signed(change.ci_high_pct)}]"
+
+
+def format_p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def format_change(change: Change | None) -> str:
+    """'+5.12% [+3.90, +6.31] worse' or '... n.s.' (not significant)."""
+    if change is None:
+        return "baseline"
+    if change.change_pct is None:
+        return change.verdict
+    verdict = "n.s." if change.verdict == "not significant" else change.verdict
+    return f"{format_pct(change.change_pct)} {format_ci(change)} {verdict}"
+
+
+def method_lines(comparison: Comparison) -> list[str]:
+    level = f"{comparison.confidence:.0%}"
+    return [
+        f"baseline: {comparison.baseline}; n = runs (bench) or bundles (per-CPU summaries)",
+        f"change: difference of the means vs the baseline, {level} CI from "
+        f"{comparison.resamples} bootstrap resamples; p: Mann-Whitney U (two-sided), "
+        f"q: Benjamini-Hochberg over all {_tests(comparison)} comparisons; "
+        f"significant when q < {comparison.alpha:g}",
+    ]
+
+
+def _tests(comparison: Comparison) -> int:
+    return sum(1 for r in comparison.rows if r.change and r.change.p_value is not None)
+
+
+# -- terminal -----------------------------------------------------------------------
+
+def stats_table(comparison: Comparison, workload: str) -> RichTable:
+    rows = [r for r in comparison.rows if r.workload == workload]
+    with_p99 = any(r.stats.p99 is not None for r in rows)
+    table = RichTable(title=f"{workload}: runs", title_justify="left")
+    names = ["metric", "configuration", "n", "mean", "sd", "median", "min", "max"]
+    for name in names + (["p99"] if with_p99 else []):
+        table.add_column(name, justify="left" if name in ("metric", "configuration") else "right")
+    previous = None
+    for row in rows:
+        s, unit = row.stats, row.metric.unit
+        cells = [row.metric.title if row.metric != previous else "", row.configuration,
+                 str(s.n), *(format_value(v, unit) for v in (s.mean, s.std, s.median, s.min,
+                                                              s.max))]
+        table.add_row(*cells, *([format_value(s.p99, unit)] if with_p99 else []))
+        previous = row.metric
+    return table
+
+
+def change_table(comparison: Comparison, workload: str) -> RichTable | None:
+    rows = [r for r in comparison.rows if r.workload == workload and r.change is not None]
+    if not rows:
+        return None
+    table = RichTable(title=f"{workload}: change of the mean vs {comparison.baseline}",
+                      title_justify="left")
+    for name in ("metric", "configuration", "change", f"{comparison.confidence:.0%} CI", "p", "q",
+                 "verdict"):
+        table.add_column(name, justify="left" if name in ("metric", "configuration", "verdict")
+                         else "right")
+    previous = None
+    for row in rows:
+        c = row.change
+        table.add_row(row.metric.title if row.metric != previous else "", row.configuration,
+                      format_pct(c.change_pct), format_ci(c), format_p(c.p_value),
+                      format_p(c.q_value), c.verdict)
+        previous = row.metric
+    return table
+
+
+def perturbation_rows(comparison: Comparison) -> list[tuple[str, str, list[Change | None]]]:
+    """(workload, configuration, changes of wall/user/sys) where all three were measured."""
+    out = []
+    for workload in comparison.workloads:
+        for config in comparison.configurations:
+            if config == comparison.baseline:
+                continue
+            found = [comparison.row(workload, m, config) for m in PERTURBATION_METRICS]
+            if all(found):
+                out.append((workload, config, [r.change for r in found]))
+    return out
+
+
+def perturbation_table(comparison: Comparison) -> RichTable | None:
+    rows = perturbation_rows(comparison)
+    if not rows:
+        return None
+    table = RichTable(title=f"Perturbation: change of wall, user and system time vs "
+                            f"{comparison.baseline}", title_justify="left")
+    for name in ("workload", "configuration", "wall", "user", "sys"):
+        table.add_column(name, justify="left" if name in ("workload", "configuration")
+                         else "right")
+    for workload, config, changes in rows:
+        table.add_row(workload, config, *(format_change(c) for c in changes))
+    return table
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    for line in method_lines(comparison):
+        console.print(line, highlight=False, markup=False)
+    for workload in comparison.workloads:
+        for table in (stats_table(comparison, workload), change_table(comparison, workload)):
+            if table is not None:
+                console.print()
+                console.print(table)
+    perturbation = perturbation_table(comparison)
+    if perturbation is not None:
+        console.print()
+        console.print(perturbation)
+        console.print("n.s. = not significant", highlight=False, markup=False)
+    print_notes(comparison, console)
+
+
+def print_notes(comparison: Comparison, console: Console) -> None:
+    if comparison.warnings:
+        console.print()
+    for w in comparison.warnings:
+        console.print(f"warning: {w.message}", style="yellow", highlight=False, markup=False)
+        console.print(f"  hint: {w.hint}", style="dim", highlight=False, markup=False)
+
+
+# -- Markdown --------------------------------------------------------------------------
+
+def _md_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> list[str]:
+    def clean(cell: str) -> str:
+        return cell.replace("|", "\\|")
+
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(map(clean, header)) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(map(clean, row)) + " |" for row in rows]
+    return lines
+
+
+def _paper_cell(row: Row | None) -> str:
+    if row is None:
+        return "-"
+    unit = row.metric.unit
+    text = format_value(row.stats.mean, unit)
+    if row.stats.std is not None:
+        text += f" ± {format_value(row.stats.std, unit)}"
+    change = row.change
+    if change and change.change_pct is not None:
+        text += f" ({format_pct(change.change_pct)}{'*' if change.significant else ', n.s.'})"
+    return text
+
+
+def paper_table(comparison: Comparison, metric: MetricInfo) -> list[str]:
+    """Workloads down, configurations across: mean ± sd (change vs baseline)."""
+    workloads = [w for w in comparison.workloads
+                 if any(comparison.row(w, metric.name, c) for c in comparison.configurations)]
+    rows = [[w] + [_paper_cell(comparison.row(w, metric.name, c))
+                   for c in comparison.configurations] for w in workloads]
+    better = f", {metric.better} is better" if metric.better else ""
+    return [f"**{metric.title}** (mean ± sd; change of the mean vs {comparison.baseline}{better})",
+            "", *_md_table(["workload", *comparison.configurations], rows)]
+
+
+def markdown(comparison: Comparison) -> str:
+    lines = ["## Comparison", "", *[f"- {line}" for line in method_lines(comparison)], ""]
+    for metric in comparison.metrics():
+        lines += [*paper_table(comparison, metric), ""]
+    lines.append(f"\\* significant (q < {comparison.alpha:g}); n.s. = not significant.")
+    lines.append("")
+    perturbation = perturbation_rows(comparison)
+    if perturbation:
+        lines += [f"### Perturbation: change vs {comparison.baseline}", ""]
+        lines += _md_table(["workload", "configuration", "wall", "user", "sys"],
+                           [[w, c, *(format_change(x) for x in changes)]
+                            for w, c, changes in perturbation], right_from=2)
+        lines += ["", "n.s. = not significant", ""]
+    for workload in comparison.workloads:
+        lines += [f"### {workload}", ""]
+        rows = []
+        for row in (r for r in comparison.rows if r.workload == workload):
+            s, c, unit = row.stats, row.change, row.metric.unit
+            rows.append([row.metric.title, row.configuration, str(s.n), format_value(s.mean, unit),
+                         format_value(s.std, unit), format_value(s.median, unit),
+                         format_value(s.min, unit), format_value(s.max, unit),
+                         format_value(s.p99, unit),
+                         format_pct(c.change_pct) if c else "", format_ci(c),
+                         format_p(c.p_value) if c else "", format_p(c.q_value) if c else "",
+                         c.verdict if c else "baseline"])
+        lines += _md_table(["metric", "configuration", "n", "mean", "sd", "median", "min", "max",
+                            "p99", "change", f"{comparison.confidence:.0%} CI", "p", "q",
+                            "verdict"], rows, right_from=2)
+        lines.append("")
+    if comparison.warnings:
+        lines += ["### Warnings", ""]
+        lines += [f"- {w.message} ({w.hint})" for w in comparison.warnings]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# -- CSV and JSON -------------------------------------------------------------------------
+
+def to_csv(comparison: Comparison) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS, extrasaction="ignore",
+                            lineterminator="\n")
+    writer.writeheader()
+    for row in comparison.rows:
+        writer.writerow(row.to_dict(with_cdf=False))
+    return out.getvalue()
+
+
+def to_json(comparison: Comparison) -> str:
+    # Compact: the C encoder is several times faster than an indented dump, and
+    # the CDFs of big comparisons hold a value per run.
+    return json.dumps(comparison.to_dict(), separators=(",", ":")) + "\n"

@@ -1,0 +1,88 @@
+"""`noisescope timerlat`: the cyclictest measurement on its own.
+
+A timerlat run is a scan with only the timerlat probe, with cyclictest's
+options: the wakeup interval, a loop count or a duration, a SCHED_FIFO
+priority (0 for normal scheduling) and a histogram limit. The windows are
+back to back and a whole number of intervals long, so that `loops` deadlines
+are measured exactly.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bundle import Bundle, check_destination
+from .errors import UsageError
+from .host import HostFacts
+from .pmqos import cpu_latency_request
+from .probes import timerlat as timerlat_probe
+from .scan import DEFAULT_RT_PRIORITY, ScanOptions, ScanProgress, live_host_facts, scan
+
+SECOND = 1_000_000_000
+DEFAULT_DURATION_NS = 10 * SECOND
+
+
+@dataclass(frozen=True)
+class TimerlatOptions:
+    cpus: tuple[int, ...] | None = None
+    interval_ns: int = timerlat_probe.DEFAULT_INTERVAL_NS
+    loops: int | None = None  # deadlines per CPU; else duration_ns
+    duration_ns: int | None = None
+    priority: int = DEFAULT_RT_PRIORITY  # SCHED_FIFO priority; 0: normal scheduling
+    histogram_ns: int = timerlat_probe.DEFAULT_HISTOGRAM_NS
+    keep_series: bool = True
+    dma_latency_us: int | None = None  # hold /dev/cpu_dma_latency at this bound
+    label: str | None = None
+
+    def check(self) -> None:
+        if not 0 <= self.priority <= 99:
+            raise UsageError(f"priority {self.priority} is out of range",
+                             "use 1-99 for SCHED_FIFO, or 0 for normal scheduling")
+        if self.loops is not None and self.duration_ns is not None:
+            raise UsageError("--loops and --duration both given", "give one of them")
+        if self.loops is not None and self.loops <= 0:
+            raise UsageError(f"--loops must be greater than zero, got {self.loops}",
+                             "e.g. --loops 10000")
+        if self.dma_latency_us is not None and self.dma_latency_us < 0:
+            raise UsageError(f"--dma-latency must be 0 or more, got {self.dma_latency_us}",
+                             "e.g. --dma-latency 0 (as cyclictest does)")
+        timerlat_probe.check_interval(self.interval_ns)
+        timerlat_probe.check_histogram(self.histogram_ns)
+
+    @property
+    def measured_ns(self) -> int:
+        if self.loops is not None:
+            return self.loops * self.interval_ns
+        return self.duration_ns or DEFAULT_DURATION_NS
+
+    @property
+    def window_ns(self) -> int:
+        """About a second (progress and Ctrl-C stay responsive), in whole intervals."""
+        return self.interval_ns * max(1, SECOND // self.interval_ns)
+
+    def scan_options(self) -> ScanOptions:
+        return ScanOptions(cpus=self.cpus, duration_ns=self.measured_ns, probes=("timerlat",),
+                           rt=self.priority > 0, priority=self.priority or DEFAULT_RT_PRIORITY,
+                           runtime_ns=self.window_ns, period_ns=self.window_ns,
+                           interval_ns=self.interval_ns, histogram_ns=self.histogram_ns,
+                           keep_series=self.keep_series, label=self.label)
+
+
+def timerlat(options: TimerlatOptions, *, argv: list[str] | None = None,
+             facts: HostFacts | None = None, progress: ScanProgress | None = None,
+             destination: str | os.PathLike[str] | None = None) -> Bundle:
+    """Measure timer latency; write the bundle to `destination` if given (checked first)."""
+    options.check()
+    if destination is not None:
+        check_destination(Path(destination))
+    facts = facts or live_host_facts()
+    with cpu_latency_request(options.dma_latency_us) as dma_latency:
+        bundle = scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
+                      kind="timerlat")
+    bundle.manifest["privileges"]["dma_latency"] = dma_latency
+    bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
+    if destination is not None:
+        bundle.write(destination)
+    return bundle

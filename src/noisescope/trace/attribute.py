@@ -1,0 +1,406 @@
+"""Split the time of each detour (or any span a CPU was taken away) into causes.
+
+The kernel events of each CPU are replayed into a timeline of segments, each
+labelled with what ran: the innermost open handler (local timer, device IRQ,
+IPI, softirq, NMI, a page fault) and the task that was current. A span's
+owner is the task current when it began (the sampler, for a detour). Every
+nanosecond of a span then goes to exactly one cause:
+
+- the innermost handler open at that moment (`tick`, `timer`, `irq`, `ipi`,
+  `softirq`, `nmi`; `fault` when the owner faulted);
+- otherwise, while another task ran: `thread` (by command name);
+- otherwise `unexplained`: the CPU was gone and the guest kernel did nothing
+  visible. Detail `no guest activity` when the whole span holds no guest
+  activity at all (the hypervisor, firmware/SMI, hardware); `outside guest
+  handlers` for the rest of spans that do (interrupt entry and exit, and on
+  a VM the host's work to deliver the interrupt).
+
+Spans outside the traced time (before tracing started, or after a CPU's
+buffer filled) are `untraced`. A span's primary cause is its explained
+cause with the most time (`unexplained` if none).
+
+A local timer interrupt is the `tick` when it ran the tick's hrtimer (or
+no hrtimer at all, as periodic ticks do); otherwise it is a `timer` interrupt
+named after the hrtimer it ran (e.g. `hrtimer_wakeup`, a sleeping task's
+timeout). Page faults have no exit event: a fault lasts until the next event
+on its CPU. The osnoise tracer's noise events are used for a class of
+activity (IRQ, softirq, NMI, thread) only when the trace has no entry/exit
+events of that class.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis.groundtruth import inside_windows
+from ..tables import Table
+from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
+from .store import EventSource
+
+CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "unexplained",
+          "untraced")
+NO_GUEST_ACTIVITY = "no guest activity"
+OUTSIDE_HANDLERS = "outside guest handlers"
+TICK_FUNCTION_PREFIX = "tick_"  # tick_sched_timer, tick_nohz_handler, tick_nohz_highres_handler
+IPI_NAMES = {v: v.replace("_", " ") for v in IPI_VECTORS}
+VECTOR_IRQ_NAMES = {"x86_platform_ipi": "platform IPI", "thermal_apic": "thermal",
+                    "threshold_apic": "MCE threshold", "deferred_error_apic": "deferred error",
+                    "error_apic": "APIC error", "spurious_apic": "spurious"}
+OSNOISE_CLASSES = {"irq_noise": "irq", "softirq_noise": "softirq", "nmi_noise": "nmi",
+                   "thread_noise": "thread"}
+# The events that give each class of activity its intervals directly.
+NATIVE_CLASSES = {"irq": ("irq_handler_entry", f"{LOCAL_TIMER}_entry"), "softirq": ("softirq_entry",),
+                  "nmi": ("nmi_handler",), "thread": ("sched_switch",)}
+TIMER_IRQ_NAMES = {"local_timer", "arch_timer"}  # osnoise's name for the timer interrupt
+CHUNK_NS = 1_000_000_000  # spans attributed together, with their events read at once
+
+
+class Labels:
+    """(cause, detail) pairs <-> small integers."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, str]] = []
+        self._ids: dict[tuple[str, str], int] = {}
+
+    def id(self, cause: str, detail: str = "") -> int:
+        key = (cause, detail)
+        if key not in self._ids:
+            self._ids[key] = len(self.pairs)
+            self.pairs.append(key)
+        return self._ids[key]
+
+
+@dataclass
+class _Open:
+    """A handler context on a CPU's stack; its label may be decided at exit."""
+
+    kind: str  # "vector:<name>", "irq", "softirq", "fault", "overlay"
+    key: int
+    index: int  # into the CPU's context list
+    functions: list[str] | None = None  # hrtimer functions run inside (hard IRQs)
+
+
+@dataclass
+class Timeline:
+    """One CPU's segments: from starts[i] to starts[i+1], `label` (innermost
+    handler, -1 for none) ran in task `task` (-1 unknown) with process id
+    `pid`, current since `since` (its sched_switch)."""
+
+    starts: np.ndarray
+    label: np.ndarray
+    task: np.ndarray
+    pid: np.ndarray
+    since: np.ndarray
+    event_times: np.ndarray  # every event on the CPU, in time order
+    event_pids: np.ndarray  # the task each event interrupted (a switch: the one leaving)
+
+
+class _TimelineBuilder:
+    def __init__(self, labels: Labels, tasks: dict[tuple[int, str], int], osnoise: set[str]):
+        self.labels = labels
+        self.tasks = tasks
+        self.osnoise = osnoise  # classes taken from osnoise events
+        # compact arrays: a long trace has millions of segments
+        self.context_labels = array("i")
+        self.stack: list[_Open] = []
+        self.starts = array("q")
+        self.contexts = array("q")
+        self.task_ids = array("q")
+        self.pids = array("q")
+        self.sinces = array("q")
+        self.task = -1
+        self.pid = -1
+        self.since = np.iinfo(np.int64).min
+
+    def task_id(self, pid: int, comm: str) -> int:
+        return self.tasks.setdefault((pid, comm), len(self.tasks))
+
+    def push(self, kind: str, key: int, label: int, hard: bool = False) -> None:
+        self.context_labels.append(label)
+        self.stack.append(_Open(kind, key, len(self.context_labels) - 1, [] if hard else None))
+
+    def pop(self, kind: str, key: int) -> _Open | None:
+        for depth in range(len(self.stack) - 1, -1, -1):
+            entry = self.stack[depth]
+            if entry.kind == kind and entry.key == key:
+                del self.stack[depth:]  # whatever is above lost its exit: it ends here too
+                return entry
+        return None
+
+    def mark(self, ts: int) -> None:
+        context = self.stack[-1].index if self.stack else -1
+        if self.contexts and self.contexts[-1] == context and self.task_ids[-1] == self.task:
+            return
+        if self.starts and self.starts[-1] == ts:  # a zero-length segment: replace it
+            self.contexts.pop()
+            self.task_ids.pop()
+            self.pids.pop()
+            self.sinces.pop()
+            self.starts.pop()
+        self.starts.append(ts)
+        self.contexts.append(context)
+        self.task_ids.append(self.task)
+        self.pids.append(self.pid)
+        self.sinces.append(self.since)
+
+    def close_hard_irq(self, entry: _Open) -> None:
+        """Decide a hard IRQ's label from the hrtimers it ran."""
+        functions = entry.functions or []
+        timer_vector = entry.kind == f"vector:{LOCAL_TIMER}"
+        if any(f.startswith(TICK_FUNCTION_PREFIX) for f in functions) or (timer_vector and not functions):
+            self.context_labels[entry.index] = self.labels.id("tick")
+        elif timer_vector:
+            self.context_labels[entry.index] = self.labels.id("timer", functions[0])
+
+    def event(self, ts: int, name: str, number: int, text: str) -> None:
+        labels = self.labels
+        if self.stack and self.stack[-1].kind == "fault":
+            self.stack.pop()  # a fault lasts until the next event
+        if name.endswith("_entry") and name[:-6] in IPI_NAMES:
+            self.push(f"vector:{name[:-6]}", 0, labels.id("ipi", IPI_NAMES[name[:-6]]))
+        elif name == f"{LOCAL_TIMER}_entry":
+            self.push(f"vector:{LOCAL_TIMER}", 0, labels.id("tick"), hard=True)
+        elif name.endswith("_entry") and name[:-6] in VECTOR_IRQ_NAMES:
+            self.push(f"vector:{name[:-6]}", 0, labels.id("irq", VECTOR_IRQ_NAMES[name[:-6]]))
+        elif name.endswith("_exit") and name[:-5] in (LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS):
+            entry = self.pop(f"vector:{name[:-5]}", 0)
+            if entry is not None and entry.functions is not None:
+                self.close_hard_irq(entry)
+        elif name == "irq_handler_entry":
+            self.push("irq", number, labels.id("irq", text), hard=True)
+        elif name == "irq_handler_exit":
+            entry = self.pop("irq", number)
+            if entry is not None:
+                self.close_hard_irq(entry)
+        elif name == "softirq_entry":
+            self.push("softirq", number, labels.id("softirq", text))
+        elif name == "softirq_exit":
+            self.pop("softirq", number)
+        elif name == "hrtimer_expire_entry":
+            for entry in reversed(self.stack):
+                if entry.functions is not None:
+                    entry.functions.append(text)
+                    break
+        elif name in ("page_fault_user", "page_fault_kernel"):
+            self.push("fault", 0, labels.id("fault", name[len("page_fault_"):]))
+        self.mark(ts)
+
+    def switch(self, ts: int, next_pid: int, next_comm: str) -> None:
+        self.stack.clear()  # no handler stays open across a context switch
+        self.task, self.pid, self.since = self.task_id(next_pid, next_comm), next_pid, ts
+        self.mark(ts)
+
+
+def _overlays(events: Table, labels: Labels, osnoise: set[str]) -> tuple[np.ndarray, np.ndarray,
+                                                                         np.ndarray]:
+    """Activity known by its end and length: NMIs (nmi_handler fires when the
+    handler is done) and osnoise events. (event index, start, label id)."""
+    wanted = ["nmi_handler"] + [name for name, cls in OSNOISE_CLASSES.items() if cls in osnoise]
+    index = np.flatnonzero(np.isin(events["event"], wanted))
+    label = np.array([labels.id("nmi", text) if name == "nmi_handler" else
+                      _osnoise_label(labels, name, text)
+                      for name, text in zip(events["event"][index].tolist(),
+                                            events["name"][index].tolist(), strict=True)], np.int64)
+    start = events["timestamp_ns"][index] - np.maximum(events["number"][index], 0)
+    return index, start, label.reshape(-1)
+
+
+def _osnoise_label(labels: Labels, name: str, text: str) -> int:
+    cause = OSNOISE_CLASSES[name]
+    if cause == "irq" and text.split(":")[0] in TIMER_IRQ_NAMES:
+        return labels.id("tick")
+    return labels.id(cause, text.strip())
+
+
+def osnoise_classes(present: set[str]) -> set[str]:
+    """Classes of activity to take from osnoise events: those the trace
+    (with these event names) has osnoise events for but no entry/exit events."""
+    return {cls for name, cls in OSNOISE_CLASSES.items()
+            if name in present and not present.intersection(NATIVE_CLASSES[cls])}
+
+
+# Kinds of items in a CPU's merged stream, in the order they are handled at
+# equal times: overlays end, tasks switch, overlays begin, then the events in
+# the order the kernel recorded them.
+_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT = range(4)
+_BATCH = 65_536
+
+
+def build_timeline(events: Table, switches: Table, labels: Labels,
+                   tasks: dict[tuple[int, str], int], osnoise: set[str]) -> Timeline:
+    """Replay one CPU's events (both tables restricted to it, each by time)."""
+    builder = _TimelineBuilder(labels, tasks, osnoise)
+    if switches.rows:
+        builder.pid = int(switches["prev_pid"][0])
+        builder.task = builder.task_id(builder.pid, switches["prev_comm"][0])
+    overlay, overlay_start, overlay_label = _overlays(events, labels, osnoise)
+    ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
+    kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
+                      [len(ev_ts), len(sw_ts), len(overlay), len(overlay)])
+    refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(len(overlay)),
+                           np.arange(len(overlay))])
+    order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start,
+                                                      ev_ts[overlay]])))
+    names, numbers, texts = events["event"], events["number"], events["name"]
+    next_pid, next_comm = switches["next_pid"], switches["next_comm"]
+    builder.mark(np.iinfo(np.int64).min)
+    for first in range(0, len(order), _BATCH):  # a batch at a time keeps memory flat
+        batch = order[first:first + _BATCH]
+        for kind, ref in zip(kinds[batch].tolist(), refs[batch].tolist(), strict=True):
+            if kind == _EVENT:
+                builder.event(int(ev_ts[ref]), names[ref], int(numbers[ref]), texts[ref])
+            elif kind == _SWITCH:
+                builder.switch(int(sw_ts[ref]), int(next_pid[ref]), next_comm[ref])
+            elif kind == _OVERLAY_ENTRY:
+                builder.push("overlay", ref, int(overlay_label[ref]))
+                builder.mark(int(overlay_start[ref]))
+            else:
+                builder.pop("overlay", ref)
+                builder.mark(int(ev_ts[overlay[ref]]))
+    context_labels = np.append(np.frombuffer(builder.context_labels, np.int32), np.int32(-1))
+    times = np.concatenate([ev_ts, sw_ts])
+    pids = np.concatenate([events["pid"], switches["prev_pid"]])
+    by_time = np.argsort(times, kind="stable")
+    return Timeline(_array(builder.starts), context_labels[_array(builder.contexts)],
+                    _array(builder.task_ids), _array(builder.pids), _array(builder.sinces),
+                    times[by_time], pids[by_time])
+
+
+def _array(values: array) -> np.ndarray:
+    return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
+
+
+@dataclass
+class Attribution:
+    """Per span: primary cause and detail, and how many trace events fell in
+    it; per (span, cause, detail): the time."""
+
+    primary: Table  # cause, cause_detail, trace_events (same order as the spans)
+    causes: Table  # cpu, start_ns, cause, detail, duration_ns
+
+    def annotate(self, spans: Table) -> Table:
+        """The spans with the primary columns added."""
+        return Table({**spans, **self.primary})
+
+
+def attribute(spans: Table, trace: EventSource, coverage: Table) -> Attribution:
+    """Split each span (cpu, start_ns, duration_ns) into causes.
+
+    `trace` gives the events by CPU and time (in memory or Parquet);
+    `coverage` (cpu, start_ns, end_ns) says when each CPU was traced without
+    loss; spans not entirely inside it are `untraced`. The spans of a CPU
+    are taken CHUNK_NS at a time, so only their events are in memory."""
+    labels = Labels()
+    for cause in CAUSES:
+        labels.id(cause)
+    tasks: dict[tuple[int, str], int] = {}
+    n = spans.rows
+    primary = np.full(n, labels.id("untraced"), np.int32)
+    event_counts = np.zeros(n, np.int32)
+    rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # span index, label, ns
+    osnoise = osnoise_classes(trace.event_names())
+    for cpu in np.unique(spans["cpu"]).tolist():
+        index = np.flatnonzero(spans["cpu"] == cpu)
+        index = index[np.argsort(spans["start_ns"][index], kind="stable")]
+        starts = spans["start_ns"][index]
+        ends = starts + spans["duration_ns"][index]
+        traced = inside_windows(starts, ends, coverage.where(cpu=cpu))
+        untraced = index[~traced]
+        rows.append((untraced, np.full(len(untraced), labels.id("untraced"), np.int32),
+                     spans["duration_ns"][untraced]))
+        index, starts, ends = index[traced], starts[traced], ends[traced]
+        for chunk in _chunks(starts):
+            part = trace.read(cpu, int(starts[chunk][0]), int(ends[chunk].max()))
+            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise)
+            chunk_index, chunk_starts, chunk_ends = index[chunk], starts[chunk], ends[chunk]
+            event_counts[chunk_index] = (
+                np.searchsorted(timeline.event_times, chunk_ends, side="right")
+                - np.searchsorted(timeline.event_times, chunk_starts, side="left"))
+            span_rows, label_rows, ns_rows = _split(timeline, chunk_starts, chunk_ends, labels, tasks)
+            rows.append((chunk_index[span_rows], label_rows, ns_rows))
+            primary[chunk_index] = _primary(len(chunk_index), span_rows, label_rows, ns_rows, labels)
+    span_index = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
+    label_index = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0, np.int32)
+    ns = np.concatenate([r[2] for r in rows]) if rows else np.zeros(0, np.int64)
+    order = np.lexsort((label_index, span_index))
+    span_index, label_index, ns = span_index[order], label_index[order], ns[order]
+    pairs = np.array(labels.pairs + [("", "")], dtype=object)
+    return Attribution(
+        Table({"cause": pairs[primary, 0], "cause_detail": pairs[primary, 1],
+               "trace_events": event_counts}),
+        Table({"cpu": spans["cpu"][span_index].astype(np.int32),
+               "start_ns": spans["start_ns"][span_index],
+               "cause": pairs[label_index, 0], "detail": pairs[label_index, 1],
+               "duration_ns": ns.astype(np.int64)}))
+
+
+def _chunks(starts: np.ndarray) -> list[slice]:
+    """Consecutive runs of (sorted) span starts, each within CHUNK_NS.
+
+    Replaying a chunk's events from an empty state is exact: when a span
+    begins, its owner is running, so no handler is open on the CPU."""
+    if len(starts) == 0:
+        return []
+    chunk_of = (starts - starts[0]) // CHUNK_NS
+    edges = np.flatnonzero(np.diff(chunk_of)) + 1
+    bounds = [0, *edges.tolist(), len(starts)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Labels,
+           tasks: dict[tuple[int, str], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(span, label, ns) for every cause with time in each span."""
+    seg_starts = timeline.starts
+    first = np.searchsorted(seg_starts, starts, side="right") - 1
+    last = np.maximum(np.searchsorted(seg_starts, ends, side="left") - 1, first)
+    counts = last - first + 1
+    span = np.repeat(np.arange(len(starts)), counts)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    seg = first[span] + within
+    seg_ends = np.append(seg_starts[1:], np.iinfo(np.int64).max)
+    overlap = np.minimum(seg_ends[seg], ends[span]) - np.maximum(seg_starts[seg], starts[span])
+
+    thread_label = np.full(len(tasks) + 1, -1, np.int32)  # index -1: unknown task
+    for (_, comm), task in tasks.items():
+        thread_label[task] = labels.id("thread", comm)
+    is_fault = np.array([cause == "fault" for cause, _ in labels.pairs] + [False])
+    # The owner (the task the span took the CPU from) is the one its first
+    # event interrupted; time is another task's only when that task was
+    # switched in during the span (a switch missing from the trace must not
+    # leak into later spans).
+    first_event = np.searchsorted(timeline.event_times, starts, side="left")
+    owner = timeline.event_pids[np.minimum(first_event, len(timeline.event_pids) - 1)][span] \
+        if len(timeline.event_pids) else np.full(len(span), -1)
+    task = timeline.task[seg]
+    label = timeline.label[seg]
+    foreign = (timeline.pid[seg] != owner) & (task >= 0) & (timeline.since[seg] > starts[span])
+    handler = (label >= 0) & ~(is_fault[label] & foreign)
+    resolved = np.where(handler, label, np.where(foreign, thread_label[task], -1))
+    explained = np.bincount(span, weights=(resolved >= 0) * overlap, minlength=len(starts)) > 0
+    no_guest, outside = labels.id("unexplained", NO_GUEST_ACTIVITY), \
+        labels.id("unexplained", OUTSIDE_HANDLERS)
+    resolved = np.where(resolved >= 0, resolved, np.where(explained[span], outside, no_guest))
+
+    keep = overlap > 0
+    span, resolved, overlap = span[keep], resolved[keep], overlap[keep]
+    width = len(labels.pairs)
+    key, inverse = np.unique(span.astype(np.int64) * width + resolved, return_inverse=True)
+    totals = np.bincount(inverse, weights=overlap).astype(np.int64)
+    return key // width, (key % width).astype(np.int32), totals
+
+
+def _primary(count: int, span: np.ndarray, label: np.ndarray, ns: np.ndarray,
+             labels: Labels) -> np.ndarray:
+    unexplained = np.array([cause in ("unexplained", "untraced") for cause, _ in labels.pairs])
+    primary = np.full(count, labels.id("unexplained"), np.int32)
+    candidates = ~unexplained[label]
+    span, label, ns = span[candidates], label[candidates], ns[candidates]
+    order = np.lexsort((-ns, span))  # per span, the longest cause first
+    span, label = span[order], label[order]
+    first = np.ones(len(span), bool)
+    first[1:] = span[1:] != span[:-1]
+    primary[span[first]] = label[first]
+    return primary

@@ -1,0 +1,531 @@
+"""Kernel trace events as tables: which tracepoints noisescope records, and
+two readers that turn a trace into the same tables.
+
+- `decode_raw`: the binary per-CPU ring-buffer pages (`trace_pipe_raw`),
+  decoded with the kernel's own format descriptions (`events/*/*/format`,
+  `events/header_page`); the cheaper reader, and the only one with full
+  nanosecond precision for nanosecond trace clocks (see docs/benchmarks.md).
+- `parse_text`: the kernel's text rendering (`trace` file); used where the
+  raw page layout is not the one this decoder knows, and for hand-written
+  trace fixtures.
+
+Both give a `TraceEvents`: an `events` table (every event except
+sched_switch) and a `switches` table (sched_switch), timestamps converted
+by the caller's `to_ns` onto the bundle's timeline.
+
+events columns: cpu, timestamp_ns, event (tracepoint name), pid (the task
+the event interrupted or ran in), number, name. What `number` and `name`
+hold depends on the event (see `TRACEPOINTS`): the vector, IRQ number or
+softirq vector and its name, a function (hrtimer, workqueue item, NMI
+handler), a page fault's error code, or an osnoise event's duration.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..tables import Table
+
+SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
+                 "HRTIMER", "RCU")
+# x86 interrupt vectors with entry/exit tracepoints (irq_vectors system).
+IPI_VECTORS = ("reschedule", "call_function", "call_function_single", "irq_work")
+OTHER_VECTORS = ("x86_platform_ipi", "thermal_apic", "threshold_apic", "deferred_error_apic",
+                 "error_apic", "spurious_apic")
+LOCAL_TIMER = "local_timer"
+
+ToNs = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Tracepoint:
+    system: str
+    name: str
+    number: str | None = None  # format field stored in the `number` column
+    label: str | None = None  # format field stored in the `name` column
+    label_kind: str = "string"  # "string", "symbol" (a kernel address) or "softirq" (a vector)
+
+    @property
+    def path(self) -> str:
+        return f"{self.system}/{self.name}"
+
+
+def _vector_events(vectors: Iterable[str]) -> list[Tracepoint]:
+    return [Tracepoint("irq_vectors", f"{v}_{edge}", number="vector")
+            for v in vectors for edge in ("entry", "exit")]
+
+
+SCHED_SWITCH = Tracepoint("sched", "sched_switch")
+TRACEPOINTS: tuple[Tracepoint, ...] = (
+    *_vector_events((LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS)),
+    Tracepoint("irq", "irq_handler_entry", number="irq", label="name"),
+    Tracepoint("irq", "irq_handler_exit", number="irq"),
+    Tracepoint("irq", "softirq_entry", number="vec", label="vec", label_kind="softirq"),
+    Tracepoint("irq", "softirq_exit", number="vec", label="vec", label_kind="softirq"),
+    Tracepoint("nmi", "nmi_handler", number="delta_ns", label="handler", label_kind="symbol"),
+    Tracepoint("exceptions", "page_fault_user", number="error_code"),
+    Tracepoint("exceptions", "page_fault_kernel", number="error_code"),
+    # Which hrtimer a local timer interrupt ran: the tick or someone's wakeup.
+    Tracepoint("timer", "hrtimer_expire_entry", label="function", label_kind="symbol"),
+    Tracepoint("workqueue", "workqueue_execute_start", label="function", label_kind="symbol"),
+    Tracepoint("workqueue", "workqueue_execute_end", label="function", label_kind="symbol"),
+    # The osnoise tracer's own accounting, where the kernel has it and the
+    # tracer runs: noise already split by source, with durations.
+    Tracepoint("osnoise", "irq_noise", number="duration", label="desc"),
+    Tracepoint("osnoise", "softirq_noise", number="duration", label="vector", label_kind="softirq"),
+    Tracepoint("osnoise", "nmi_noise", number="duration"),
+    Tracepoint("osnoise", "thread_noise", number="duration", label="comm"),
+    SCHED_SWITCH,
+)
+BY_NAME = {tp.name: tp for tp in TRACEPOINTS}
+SWITCH_COLUMNS = ("cpu", "timestamp_ns", "prev_comm", "prev_pid", "prev_prio", "prev_state",
+                  "next_comm", "next_pid", "next_prio")
+EVENT_COLUMNS = ("cpu", "timestamp_ns", "event", "pid", "number", "name")
+
+# sched_switch prev_state letters as the kernel prints them (4.14+); a
+# format's own print fmt overrides this when it lists its flags.
+DEFAULT_STATE_FLAGS = ((0x01, "S"), (0x02, "D"), (0x04, "T"), (0x08, "t"), (0x10, "X"),
+                       (0x20, "Z"), (0x40, "P"), (0x80, "I"))
+
+
+@dataclass
+class TraceEvents:
+    """Decoded trace: `events` (all but sched_switch) and `switches` tables."""
+
+    events: Table
+    switches: Table
+
+    @classmethod
+    def empty(cls) -> TraceEvents:
+        return cls(_event_table([], [], [], [], [], []), _switch_table({}))
+
+    @classmethod
+    def concat(cls, parts: Iterable[TraceEvents]) -> TraceEvents:
+        parts = list(parts)
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return cls(Table.concat(p.events for p in parts), Table.concat(p.switches for p in parts))
+
+    def sorted(self) -> TraceEvents:
+        """Ordered by CPU, then time (stable: equal times keep buffer order)."""
+        return TraceEvents(_sort(self.events), _sort(self.switches))
+
+    def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
+        """Events of one CPU with start_ns <= time <= end_ns, in time order."""
+        return TraceEvents(_between(self.events, cpu, start_ns, end_ns),
+                           _between(self.switches, cpu, start_ns, end_ns)).sorted()
+
+    def event_names(self) -> set[str]:
+        names = set(np.unique(self.events["event"]).tolist()) if self.events.rows else set()
+        return names | ({SCHED_SWITCH.name} if self.switches.rows else set())
+
+
+def _between(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
+    ts = table["timestamp_ns"]
+    return table.filter((table["cpu"] == cpu) & (ts >= start_ns) & (ts <= end_ns))
+
+
+def _sort(table: Table) -> Table:
+    if table.rows == 0:
+        return table
+    order = np.lexsort((table["timestamp_ns"], table["cpu"]))
+    return Table({name: values[order] for name, values in table.items()})
+
+
+class _Interner:
+    """One str object per distinct value, so object columns cost a pointer a row."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        return self._seen.setdefault(text, text)
+
+
+def _event_table(cpu, ts, event, pid, number, name) -> Table:
+    return Table({
+        "cpu": np.asarray(cpu, np.int32),
+        "timestamp_ns": np.asarray(ts, np.int64),
+        "event": np.asarray(event, dtype=object),
+        "pid": np.asarray(pid, np.int32),
+        "number": np.asarray(number, np.int64),
+        "name": np.asarray(name, dtype=object),
+    })
+
+
+def _switch_table(columns: dict) -> Table:
+    types = {"cpu": np.int32, "timestamp_ns": np.int64, "prev_comm": object, "prev_pid": np.int32,
+             "prev_prio": np.int32, "prev_state": object, "next_comm": object,
+             "next_pid": np.int32, "next_prio": np.int32}
+    return Table({name: np.asarray(columns.get(name, []), dtype=types[name])
+                  for name in SWITCH_COLUMNS})
+
+
+def prev_state_text(value: int, flags: tuple[tuple[int, str], ...] = DEFAULT_STATE_FLAGS) -> str:
+    """The kernel's letters for a sched_switch prev_state ('R', 'S', 'D', 'R+', ...)."""
+    mask = 0
+    for bit, _ in flags:
+        mask |= bit
+    preempted = (max(bit for bit, _ in flags) << 1)
+    letters = "|".join(letter for bit, letter in flags if value & mask & bit) or "R"
+    return letters + ("+" if value & preempted else "")
+
+
+# -- format files ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    offset: int
+    size: int
+    signed: bool
+    data_loc: bool  # __data_loc: u32 holding (length << 16 | offset) of a string
+    array: bool = False  # fixed-size array, e.g. char comm[16]
+
+
+@dataclass(frozen=True)
+class EventFormat:
+    name: str
+    id: int
+    fields: dict[str, Field]
+    print_fmt: str = ""
+
+    def state_flags(self) -> tuple[tuple[int, str], ...]:
+        pairs = re.findall(r'\{\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*"(\w)"\s*\}', self.print_fmt)
+        return tuple((int(v, 0), letter) for v, letter in pairs) or DEFAULT_STATE_FLAGS
+
+
+_FIELD = re.compile(r"field:(?P<decl>[^;]+);\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);"
+                    r"\s*signed:(?P<signed>\d+);")
+
+
+def parse_format(text: str) -> EventFormat:
+    name = re.search(r"^name:\s*(\S+)", text, re.M)
+    ident = re.search(r"^ID:\s*(\d+)", text, re.M)
+    if not name or not ident:
+        raise ValueError("not an event format description (no name or ID)")
+    fields = {}
+    for match in _FIELD.finditer(text):
+        decl = match.group("decl").strip()
+        field_name = re.sub(r"\[.*\]$", "", decl.split()[-1])
+        fields[field_name] = Field(field_name, int(match.group("offset")), int(match.group("size")),
+                                   match.group("signed") == "1", decl.startswith("__data_loc"),
+                                   decl.endswith("]") and not decl.startswith("__data_loc"))
+    fmt = re.search(r"^print fmt:\s*(.*)$", text, re.M)
+    return EventFormat(name.group(1), int(ident.group(1)), fields, fmt.group(1) if fmt else "")
+
+
+@dataclass(frozen=True)
+class PageLayout:
+    """Where the page timestamp, commit word and data sit in a ring-buffer page."""
+
+    timestamp_offset: int = 0
+    commit_offset: int = 8
+    commit_size: int = 8
+    data_offset: int = 16
+    page_size: int = 4096
+
+
+def parse_header_page(text: str, page_size: int | None = None) -> PageLayout:
+    fields = {m.group("decl").split()[-1]: (int(m.group("offset")), int(m.group("size")))
+              for m in _FIELD.finditer(text.replace("field: ", "field:"))}
+    try:
+        timestamp, commit, data = fields["timestamp"], fields["commit"], fields["data"]
+    except KeyError as missing:
+        raise ValueError(f"header_page has no {missing} field") from None
+    return PageLayout(timestamp[0], commit[0], commit[1], data[0],
+                      page_size or data[0] + data[1])
+
+
+# -- raw ring-buffer pages -----------------------------------------------------
+
+RB_PADDING, RB_TIME_EXTEND, RB_TIME_STAMP = 29, 30, 31
+TS_SHIFT = 27
+TS_MSB = 0xF8 << 56  # absolute time stamps leave out these top bits
+COMMIT_MASK = (1 << 27) - 1  # the top bits of `commit` flag missed events
+
+
+@dataclass
+class RawRecords:
+    """Where each record's payload starts in `data`, and its time stamp."""
+
+    data: bytes
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    missed_pages: int = 0  # pages flagged by the kernel as following lost events
+
+
+def walk_pages(data: bytes, layout: PageLayout) -> RawRecords:
+    """Every data record on the pages in `data` (a whole number of pages)."""
+    offsets = array("q")  # compact: a long recording has millions of records
+    stamps = array("Q")
+    missed = 0
+    unpack_u32 = struct.Struct("=I").unpack_from
+    unpack_u64 = struct.Struct("=Q").unpack_from
+    commit_format = "=Q" if layout.commit_size == 8 else "=I"
+    for page in range(0, len(data) - layout.data_offset + 1, layout.page_size):
+        ts = unpack_u64(data, page + layout.timestamp_offset)[0]
+        commit = struct.unpack_from(commit_format, data, page + layout.commit_offset)[0]
+        if commit >> 30:
+            missed += 1
+        pos = page + layout.data_offset
+        end = min(pos + (commit & COMMIT_MASK), page + layout.page_size)
+        while pos + 4 <= end:
+            word = unpack_u32(data, pos)[0]
+            kind, delta = word & 31, word >> 5
+            if kind == RB_PADDING:
+                if delta == 0:  # the rest of the page is empty
+                    break
+                ts += delta
+                pos += 4 + unpack_u32(data, pos + 4)[0]
+            elif kind == RB_TIME_EXTEND:
+                ts += (unpack_u32(data, pos + 4)[0] << TS_SHIFT) + delta
+                pos += 8
+            elif kind == RB_TIME_STAMP:
+                absolute = (unpack_u32(data, pos + 4)[0] << TS_SHIFT) + delta
+                ts = absolute | (ts & TS_MSB)
+                pos += 8
+            elif kind == 0:  # long record: its length follows the header
+                ts += delta
+                length = unpack_u32(data, pos + 4)[0]
+                offsets.append(pos + 8)
+                stamps.append(ts)
+                pos += 4 + ((length + 3) & ~3)
+            else:
+                ts += delta
+                offsets.append(pos + 4)
+                stamps.append(ts)
+                pos += 4 + 4 * kind
+    return RawRecords(data, np.frombuffer(offsets, np.int64) if offsets else np.zeros(0, np.int64),
+                      np.frombuffer(stamps, np.uint64) if stamps else np.zeros(0, np.uint64), missed)
+
+
+def _gather(data: np.ndarray, offsets: np.ndarray, field: Field) -> np.ndarray:
+    """The field's bytes for each record, as integers (or raw bytes for arrays)."""
+    raw = np.ascontiguousarray(data[offsets[:, None] + (field.offset + np.arange(field.size))])
+    if field.array or field.size not in (1, 2, 4, 8):
+        return raw.view(f"S{field.size}").ravel()
+    return raw.view(f"={'i' if field.signed else 'u'}{field.size}").ravel()
+
+
+class Symbols:
+    """Kernel function names for addresses, from /proc/kallsyms (root sees them)."""
+
+    def __init__(self, kallsyms: str | Path = "/proc/kallsyms"):
+        self.kallsyms = Path(kallsyms)
+        self._names: dict[int, str] = {}
+
+    def resolve(self, addresses: Iterable[int]) -> dict[int, str]:
+        addresses = list(addresses)
+        wanted = {a for a in addresses if a and a not in self._names}
+        if wanted:
+            prefixes = {f"{address:016x}": address for address in wanted}
+            try:
+                with open(self.kallsyms) as lines:  # line by line: the file is megabytes
+                    for line in lines:
+                        address = prefixes.get(line[:16])
+                        if address is not None and address not in self._names:
+                            parts = line.split()
+                            if len(parts) >= 3:
+                                self._names[address] = parts[2]
+            except OSError:
+                pass
+            for address in wanted - self._names.keys():  # not there: do not look again
+                self._names[address] = f"0x{address:x}"
+        return {a: self._names.get(a, f"0x{a:x}") for a in addresses}
+
+
+class RawDecoder:
+    """Decodes raw pages into event tables, one batch of pages at a time (so
+    a long recording never sits in memory as raw pages and as tables at once)."""
+
+    def __init__(self, formats: dict[str, EventFormat], layout: PageLayout, to_ns: ToNs,
+                 symbols: Symbols | None = None):
+        self.layout = layout
+        self.to_ns = to_ns
+        self.symbols = symbols or Symbols()
+        self.by_id = {fmt.id: fmt for fmt in formats.values()}
+        self.intern = _Interner()
+        self.missed_pages = 0  # pages the kernel flagged as following lost events
+
+    def decode(self, cpu: int, pages: bytes) -> TraceEvents:
+        """The events on `pages` (a whole number of pages of one CPU), by time."""
+        records = walk_pages(pages, self.layout)
+        self.missed_pages += records.missed_pages
+        event_parts, switch_parts = [], []
+        data = np.frombuffer(records.data, np.uint8)
+        ids = (data[records.offsets[:, None] + np.arange(2)].copy().view("=u2").ravel()
+               if len(records.offsets) else np.zeros(0, np.uint16))
+        for ident in np.unique(ids):
+            fmt = self.by_id.get(int(ident))
+            if fmt is None:
+                continue
+            chosen = ids == ident
+            offsets, stamps = records.offsets[chosen], self.to_ns(records.timestamps[chosen])
+            if fmt.name == SCHED_SWITCH.name:
+                switch_parts.append(_raw_switches(cpu, data, offsets, stamps, fmt, self.intern))
+            else:
+                event_parts.append(_raw_events(cpu, records.data, data, offsets, stamps, fmt,
+                                               self.intern, self.symbols))
+        empty = TraceEvents.empty()
+        return TraceEvents(Table.concat(event_parts) if event_parts else empty.events,
+                           Table.concat(switch_parts) if switch_parts else empty.switches).sorted()
+
+
+def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
+               layout: PageLayout, to_ns: ToNs, symbols: Symbols | None = None) -> tuple[TraceEvents, int]:
+    """Decode the raw pages of each CPU; returns the events and how many pages
+    the kernel flagged as following lost events."""
+    decoder = RawDecoder(formats, layout, to_ns, symbols)
+    parts = [decoder.decode(cpu, pages) for cpu, pages in sorted(per_cpu_pages.items())]
+    return TraceEvents.concat(parts), decoder.missed_pages
+
+
+def _strings(values: np.ndarray, intern: _Interner) -> list[str]:
+    return [intern(v.decode(errors="replace")) for v in values]
+
+
+def _raw_switches(cpu: int, data: np.ndarray, offsets: np.ndarray, ts: np.ndarray,
+                  fmt: EventFormat, intern: _Interner) -> Table:
+    f = fmt.fields
+    flags = fmt.state_flags()
+    states = _gather(data, offsets, f["prev_state"])
+    names = {int(v): intern(prev_state_text(int(v), flags)) for v in np.unique(states)}
+    return _switch_table({
+        "cpu": np.full(len(offsets), cpu),
+        "timestamp_ns": ts,
+        "prev_comm": _strings(_gather(data, offsets, f["prev_comm"]), intern),
+        "prev_pid": _gather(data, offsets, f["prev_pid"]),
+        "prev_prio": _gather(data, offsets, f["prev_prio"]),
+        "prev_state": [names[int(v)] for v in states],
+        "next_comm": _strings(_gather(data, offsets, f["next_comm"]), intern),
+        "next_pid": _gather(data, offsets, f["next_pid"]),
+        "next_prio": _gather(data, offsets, f["next_prio"]),
+    })
+
+
+def _raw_events(cpu: int, raw: bytes, data: np.ndarray, offsets: np.ndarray, ts: np.ndarray,
+                fmt: EventFormat, intern: _Interner, symbols: Symbols) -> Table:
+    spec = BY_NAME.get(fmt.name, Tracepoint("", fmt.name))
+    count = len(offsets)
+    number = (_gather(data, offsets, fmt.fields[spec.number]).astype(np.int64)
+              if spec.number in fmt.fields else np.zeros(count, np.int64))
+    names: list[str] = [intern("")] * count
+    label = fmt.fields.get(spec.label) if spec.label else None
+    if label is not None and label.data_loc:
+        where = _gather(data, offsets, label).astype(np.int64)
+        starts = offsets + (where & 0xFFFF)
+        names = [intern(raw[s:s + n].split(b"\0", 1)[0].decode(errors="replace"))
+                 for s, n in zip(starts.tolist(), (where >> 16).tolist(), strict=True)]
+    elif label is not None:
+        values = _gather(data, offsets, label)
+        if spec.label_kind == "symbol":
+            resolved = symbols.resolve(int(v) for v in np.unique(values))
+            names = [intern(resolved[int(v)]) for v in values]
+        elif spec.label_kind == "softirq":
+            names = [intern(softirq_name(int(v))) for v in values]
+        else:
+            names = _strings(values, intern)
+    pid = _gather(data, offsets, fmt.fields["common_pid"])
+    return _event_table(np.full(count, cpu), ts, [intern(fmt.name)] * count, pid, number, names)
+
+
+def softirq_name(vector: int) -> str:
+    return SOFTIRQ_NAMES[vector] if 0 <= vector < len(SOFTIRQ_NAMES) else str(vector)
+
+
+# -- text ----------------------------------------------------------------------
+
+_LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+"
+                   r"(?:[^\s\d]\S*\s+)?(?P<ts>\d+(?:\.\d+)?):\s+(?P<event>\w+):\s?(?P<fields>.*)$")
+_VECTOR = r"vector=(?P<number>-?\d+)"
+_NOISE = r"start \S+ duration (?P<number>\d+) ns"
+_TEXT_FIELDS = {
+    "irq_handler_entry": r"irq=(?P<number>-?\d+) name=(?P<label>.*)",
+    "irq_handler_exit": r"irq=(?P<number>-?\d+)",
+    "softirq_entry": r"vec=(?P<number>\d+)",
+    "softirq_exit": r"vec=(?P<number>\d+)",
+    "nmi_handler": r"(?P<label>[^\s(]+)(?:\(\))? delta_ns: (?P<number>-?\d+)",
+    "page_fault_user": r".*error_code=(?P<number>0x[0-9a-fA-F]+|\d+)",
+    "page_fault_kernel": r".*error_code=(?P<number>0x[0-9a-fA-F]+|\d+)",
+    "hrtimer_expire_entry": r".*function=(?P<label>\S+)",
+    "workqueue_execute_start": r"work struct [0-9a-fA-Fx]+: function (?P<label>\S+)",
+    "workqueue_execute_end": r"work struct [0-9a-fA-Fx]+(?:: function (?P<label>\S+))?",
+    "irq_noise": rf"(?P<label>.*):-?\d+ {_NOISE}",
+    "softirq_noise": rf"\s*(?P<label>\S+):\d+ {_NOISE}",
+    "thread_noise": rf"\s*(?P<label>.*):-?\d+ {_NOISE}",
+    "nmi_noise": _NOISE,
+}
+_SWITCH = re.compile(r"prev_comm=(?P<prev_comm>.*) prev_pid=(?P<prev_pid>-?\d+) "
+                     r"prev_prio=(?P<prev_prio>-?\d+) prev_state=(?P<prev_state>\S+) ==> "
+                     r"next_comm=(?P<next_comm>.*) next_pid=(?P<next_pid>-?\d+) "
+                     r"next_prio=(?P<next_prio>-?\d+)")
+
+
+@dataclass
+class _TextColumns:
+    events: list[list] = field(default_factory=lambda: [[] for _ in EVENT_COLUMNS])
+    switches: dict[str, list] = field(default_factory=lambda: {n: [] for n in SWITCH_COLUMNS})
+
+
+def text_timestamp(text: str) -> int:
+    """A trace text time stamp as an integer in the trace clock's unit: a
+    counter ('4315096455970') as is, seconds ('1662.372007') as nanoseconds."""
+    if "." not in text:
+        return int(text)
+    seconds, fraction = text.split(".")
+    return int(seconds) * 1_000_000_000 + int(fraction.ljust(9, "0")[:9])
+
+
+def parse_text(lines: Iterable[str], to_ns: ToNs) -> TraceEvents:
+    """Trace text as printed by the kernel's `trace` file (default options)."""
+    patterns = {name: re.compile(p) for name, p in _TEXT_FIELDS.items()}
+    vector = re.compile(_VECTOR)
+    intern = _Interner()
+    out = _TextColumns()
+    stamps: list[int] = []
+    switch_stamps: list[int] = []
+    for line in lines:
+        if line.startswith("#"):
+            continue
+        match = _LINE.match(line)
+        if not match:
+            continue
+        name, fields = match.group("event"), match.group("fields")
+        cpu, ts = int(match.group("cpu")), text_timestamp(match.group("ts"))
+        if name == SCHED_SWITCH.name:
+            switch = _SWITCH.match(fields)
+            if switch:
+                for key in ("prev_comm", "prev_state", "next_comm"):
+                    out.switches[key].append(intern(switch.group(key)))
+                for key in ("prev_pid", "prev_prio", "next_pid", "next_prio"):
+                    out.switches[key].append(int(switch.group(key)))
+                out.switches["cpu"].append(cpu)
+                switch_stamps.append(ts)
+            continue
+        spec = BY_NAME.get(name)
+        if spec is None:
+            continue
+        found = (patterns.get(name) or vector).match(fields)
+        groups = found.groupdict() if found else {}
+        number = int(groups["number"], 0) if groups.get("number") else 0
+        label = groups.get("label")
+        if spec.label_kind == "softirq":
+            label = softirq_name(number) if name.startswith("softirq_e") else label
+        for column, value in zip(out.events, (cpu, 0, intern(name), int(match.group("pid")), number,
+                                              intern(label or "")), strict=True):
+            column.append(value)
+        stamps.append(ts)
+    out.events[1] = to_ns(np.array(stamps, np.uint64)) if stamps else []
+    out.switches["timestamp_ns"] = (to_ns(np.array(switch_stamps, np.uint64)) if switch_stamps
+                                    else [])
+    return TraceEvents(_event_table(*out.events), _switch_table(out.switches)).sorted()

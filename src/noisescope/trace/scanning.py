@@ -1,0 +1,248 @@
+"""Tracing as `noisescope scan` uses it: one session for the whole scan, one
+recording per probe run, an untraced reference run to measure tracing's own
+cost, and the attribution of the detours at the end.
+
+Between probes the buffers are only copied to files in a work directory;
+they are decoded once the measuring is over. When the scan writes a bundle,
+the decoded events go to Parquet files in the work directory (beside the
+bundle: `.NAME.trace-PID/`) instead of memory, and the bundle copies them
+in; without a destination they are kept in memory."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..clock import MeasurementClock
+from ..diagnostics import Code, Diagnostic
+from ..tables import Table
+from .attribute import attribute
+from .events import TraceEvents
+from .explain import attribution_summary
+from .session import FAULT_FILTER, Capture, Recording, TraceSession
+from .store import EventSource, EventSpool
+from .tracefs import TracingUnavailable
+
+DEFAULT_COST_REFERENCE_NS = 2_000_000_000
+
+
+def release_free_memory() -> None:
+    """Hand freed heap memory back to the system (glibc keeps large freed
+    arrays in the heap otherwise, and the scan's peak memory grows)."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    enabled: bool = True
+    buffer_kb: int | None = None  # per CPU; None: sized from the probe duration
+    cost_reference_ns: int = DEFAULT_COST_REFERENCE_NS  # untraced detour run; 0: skip
+
+
+@dataclass
+class ScanTracing:
+    """The scan's tracing state: a session, or the reason there is none."""
+
+    options: TraceOptions
+    session: TraceSession | None = None
+    reason: str | None = None  # why tracing is off
+    workdir: Path | None = None  # copies of the buffers, then the spool
+    spooling: bool = False  # decoded events to Parquet files (else memory)
+    recordings: list[tuple[str, Recording]] = field(default_factory=list)
+    captures: list[tuple[str, Capture]] = field(default_factory=list)
+    reference: list[dict] | None = None  # detour summaries of the untraced run
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    interrupted_collection: bool = False
+
+    @classmethod
+    def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
+              recording_ns: int, destination: Path | None = None) -> ScanTracing:
+        """Check and set up tracing; without it, say why (the scan goes on).
+        With a destination, events are spooled beside it."""
+        if not options.enabled:
+            return cls(options, reason="turned off (--no-trace)")
+        session = TraceSession(cpus, clock, buffer_kb=options.buffer_kb, recording_ns=recording_ns)
+        try:
+            session.open()
+        except TracingUnavailable as why:
+            tracing = cls(options, reason=str(why))
+            tracing.diagnostics.append(Diagnostic(
+                Code.TRACING_UNAVAILABLE, f"detours are not explained: {why}"))
+            return tracing
+        if destination is not None:
+            workdir = destination.parent / f".{destination.name}.trace-{os.getpid()}"
+            workdir.mkdir()
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix="noisescope-trace-"))
+        return cls(options, session, workdir=workdir, spooling=destination is not None)
+
+    @property
+    def active(self) -> bool:
+        return self.session is not None
+
+    def record(self, probe: str, run: Callable[[], object]):
+        """Run `run` (a probe) while recording; keeps the recording."""
+        if self.session is None or self.workdir is None:
+            return run()
+        self.session.start()
+        try:
+            result = run()
+        finally:
+            try:
+                name = f"{len(self.recordings)}-{probe}"
+                self.recordings.append((probe, self.session.stop(self.workdir, name)))
+            except KeyboardInterrupt:
+                # Interrupted while copying the buffers: the probe's data is
+                # kept, its trace is not.
+                self.interrupted_collection = True
+        return result
+
+    def wants_cost_reference(self) -> bool:
+        return self.active and self.options.cost_reference_ns > 0 and self.reference is None
+
+    def close(self) -> None:
+        """Restore the kernel's tracing state (right after the probes)."""
+        if self.session is not None:
+            self.session.close()
+
+    def discard(self) -> None:
+        """Remove the work directory (once the bundle holds its copy, or on failure)."""
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- results -------------------------------------------------------------------
+    def _decode(self) -> tuple[EventSource, dict[str, Table]]:
+        """Decode every recording: where the events are now, and the bundle
+        tables holding them."""
+        assert self.session is not None and self.workdir is not None
+        spool = EventSpool(self.workdir) if self.spooling else None
+        for probe, recording in self.recordings:
+            try:
+                self.captures.append((probe, self.session.decode(
+                    recording, spool.append if spool else None)))
+            except KeyboardInterrupt:
+                self.interrupted_collection = True
+                break
+            for path in [*recording.pages.values(), recording.text]:
+                if path is not None:
+                    path.unlink()  # decoded: the copy of the buffer is no longer needed
+            release_free_memory()
+        if spool is not None:
+            return spool.finish(), spool.stored_tables()
+        trace = TraceEvents.concat(c.events for _, c in self.captures if c.events is not None)
+        return trace, {"events": trace.events, "sched_switch": trace.switches}
+
+    def coverage(self) -> Table:
+        parts = []
+        for probe, capture in self.captures:
+            parts.append(Table({**capture.coverage,
+                                "probe": np.full(capture.coverage.rows, probe, dtype=object)}))
+        return Table.concat(parts)
+
+    def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]]) -> dict:
+        """Add the trace tables, the detours' causes and the attribution
+        summary; returns the manifest's `trace` section."""
+        if self.session is None:
+            return {"enabled": False, "reason": self.reason}
+        trace, stored = self._decode()
+        coverage = self.coverage()
+        tables.update(stored)
+        tables["trace_coverage"] = coverage
+        detours = tables.get("detours")
+        if detours is not None and detours.rows and any(c.event_count + c.switch_count
+                                                        for _, c in self.captures):
+            attribution = attribute(detours, trace, coverage)
+            release_free_memory()
+            tables["detours"] = attribution.annotate(detours)
+            tables["detour_causes"] = attribution.causes
+            summaries["attribution"] = attribution_summary(tables["detours"], attribution.causes, trace)
+        lost = int(coverage["lost_events"].sum()) if coverage.rows else 0
+        if lost:
+            worst = coverage.filter(coverage["lost_events"] > 0)
+            self.diagnostics.append(Diagnostic(
+                Code.TRACE_EVENTS_LOST,
+                f"the trace buffer filled: {lost} events lost on CPUs "
+                f"{', '.join(str(c) for c in sorted(set(worst['cpu'].tolist())))}; detours after "
+                f"the loss are 'untraced'"))
+        if self.interrupted_collection:
+            self.diagnostics.append(Diagnostic(
+                Code.INTERRUPTED, "interrupted while reading the trace; events of the last "
+                                  "recordings are missing"))
+        return self._section(summaries)
+
+    def _section(self, summaries: dict) -> dict:
+        session = self.session
+        assert session is not None and session.trace_clock is not None
+        info = session.info
+        recordings = []
+        for probe, capture in self.captures:
+            cov = capture.coverage
+            recordings.append({
+                "probe": probe,
+                "events": capture.event_count,
+                "sched_switch": capture.switch_count,
+                "lost_events": {str(c): int(n) for c, n in zip(cov["cpu"].tolist(),
+                                                               cov["lost_events"].tolist(), strict=True)},
+                "missed_pages": capture.missed_pages,
+            })
+        section = {
+            "enabled": True,
+            **session.trace_clock.describe(),
+            "tracefs": info.tracefs,
+            "mounted_by_us": info.mounted_by_us,
+            "instance": info.instance,
+            "reader": info.reader,
+            "buffer_kb_per_cpu": info.buffer_kb_per_cpu,
+            "events": info.events,
+            "missing_events": info.missing_events,
+            "fault_filter": FAULT_FILTER,
+            "leftovers_removed": info.leftovers_removed,
+            "other_instances": info.other_instances,
+            "notes": info.notes,
+            "recordings": recordings,
+        }
+        cost = tracing_cost(self.reference, summaries.get("detour"))
+        if cost:
+            section["cost"] = {"reference_ns": self.options.cost_reference_ns, **cost}
+        return section
+
+
+def tracing_cost(untraced: list[dict] | None, traced: list[dict] | None) -> dict | None:
+    """Noise fraction and detour rate with tracing on minus off, per CPU and
+    on average (percentage points, detours per second)."""
+    if not untraced or not traced:
+        return None
+    before = {s["cpu"]: s for s in untraced}
+    per_cpu = []
+    for s in traced:
+        ref = before.get(s["cpu"])
+        if ref is None:
+            continue
+        per_cpu.append({"cpu": s["cpu"],
+                        "untraced_noise_pct": ref["noise_pct"], "traced_noise_pct": s["noise_pct"],
+                        "untraced_detours_per_s": ref["detours_per_s"],
+                        "traced_detours_per_s": s["detours_per_s"]})
+    if not per_cpu:
+        return None
+    delays = [s["run_delay_ns"] / s["measured_ns"] for s in [*untraced, *traced] if s.get("measured_ns")]
+    return {
+        "per_cpu": per_cpu,
+        # Other tasks' time in either run swamps tracing's cost: then the
+        # difference says nothing (bench/trace_cost.py measures it properly).
+        "max_run_delay_pct": 100.0 * max(delays, default=0.0),
+        "noise_pct_increase": float(np.mean([c["traced_noise_pct"] - c["untraced_noise_pct"]
+                                             for c in per_cpu])),
+        "detours_per_s_increase": float(np.mean([c["traced_detours_per_s"] - c["untraced_detours_per_s"]
+                                                 for c in per_cpu])),
+    }

@@ -1,0 +1,415 @@
+"""A tracing session: check -> setup -> start -> stop -> collect -> restore.
+
+    with TraceSession(cpus, clock) as session:   # check and set up (or TracingUnavailable)
+        session.start()
+        ...measure...
+        recording = session.stop(workdir, "run1")  # stop; buffers copied to files
+    # restored: the instance is gone, tracefs unmounted if we mounted it
+    capture = session.decode(recording)          # events as tables (or to a sink)
+
+The buffers are read after recording stops, so reading never disturbs a
+measurement; they are sized to hold a whole recording. stop() only copies
+them: decoding waits until the measuring is over (and memory is no longer
+locked with mlockall, which would keep every library it loads resident). Recording keeps the
+oldest events when a buffer fills (overwrite off): the trace of each CPU is
+then complete up to its last event, and the lost events are counted from the
+kernel's per-CPU statistics.
+
+Clock: `x86-tsc` where the measurement clock is the TSC (trace time stamps
+are then raw TSC values, the samplers' own counter); `mono_raw` otherwise,
+mapped through the measurement clock's CLOCK_MONOTONIC_RAW origin.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import _native
+from ..clock import MeasurementClock
+from ..tables import Table
+from .events import (
+    SCHED_SWITCH,
+    TRACEPOINTS,
+    EventFormat,
+    PageLayout,
+    RawDecoder,
+    Symbols,
+    TraceEvents,
+    parse_format,
+    parse_header_page,
+    parse_text,
+)
+from .tracefs import (
+    DEFAULT_MOUNTPOINT,
+    Instance,
+    Mount,
+    TracingUnavailable,
+    cpumask_text,
+    find_or_mount,
+    instance_name,
+    release_mount,
+    remove_leftovers,
+)
+
+# Default buffer: room for this many events per second per CPU, about 40
+# bytes each. A quiet measured CPU records a few thousand a second; this
+# shared development VM, busy with other work, up to 30,000.
+EVENTS_PER_SECOND = 50_000
+BYTES_PER_EVENT = 40
+MIN_BUFFER_KB = 8_192
+MAX_BUFFER_KB = 512 * 1024
+MEMORY_SHARE = 0.25  # never ask for more than this share of MemAvailable in all
+# Page faults of noisescope's own threads only: other tasks' faults happen
+# while they hold the CPU, and that time is theirs.
+FAULT_FILTER = 'comm ~ "ns-*"'
+FAULT_SYSTEM = "exceptions"
+RAW_LAYOUT = PageLayout()  # the page layout decode_raw is tested against
+PAGES_PER_BATCH = 256  # raw pages read and decoded at a time
+
+
+def buffer_kb_for(recording_ns: int, cpus: int, mem_available_kb: int | None) -> int:
+    """Per-CPU buffer that holds EVENTS_PER_SECOND for `recording_ns`."""
+    wanted = int(recording_ns / 1e9 * EVENTS_PER_SECOND * BYTES_PER_EVENT / 1024)
+    size = min(max(wanted, MIN_BUFFER_KB), MAX_BUFFER_KB)
+    if mem_available_kb:
+        size = min(size, max(MIN_BUFFER_KB // 4, int(mem_available_kb * MEMORY_SHARE / max(cpus, 1))))
+    return size
+
+
+def _mem_available_kb() -> int | None:
+    try:
+        match = re.search(r"^MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True)
+class TraceClock:
+    """How trace time stamps map onto the bundle's timeline."""
+
+    name: str  # the trace_clock: "x86-tsc" or "mono_raw"
+    clock: MeasurementClock
+
+    @classmethod
+    def choose(cls, available: str, clock: MeasurementClock) -> TraceClock:
+        names = available.replace("[", " ").replace("]", " ").split()
+        if clock.counter == "tsc" and "x86-tsc" in names:
+            return cls("x86-tsc", clock)
+        if "mono_raw" in names:
+            return cls("mono_raw", clock)
+        raise TracingUnavailable("tracefs offers neither the x86-tsc nor the mono_raw trace clock")
+
+    def to_ns(self, stamps: np.ndarray) -> np.ndarray:
+        if self.name == "x86-tsc":
+            return self.clock.timestamp_ns(stamps)
+        return np.asarray(stamps, np.uint64).astype(np.int64) - np.int64(
+            self.clock.origin_monotonic_raw_ns)
+
+    def describe(self) -> dict:
+        if self.name == "x86-tsc":
+            return {"clock": self.name, "mapping": "raw TSC ticks, converted like the samplers' "
+                    "(clock.ticks_per_second, clock.origin_ticks)"}
+        return {"clock": self.name, "mapping": "CLOCK_MONOTONIC_RAW ns minus "
+                "clock.origin_monotonic_raw_ns", "origin_monotonic_raw_ns":
+                self.clock.origin_monotonic_raw_ns}
+
+
+@dataclass
+class Recording:
+    """A stopped recording, not yet decoded: when it ran, the events each CPU
+    lost, and the files holding its buffers."""
+
+    start_ns: int
+    end_ns: int
+    lost: dict[int, int]
+    pages: dict[int, Path] = field(default_factory=dict)  # raw pages of each CPU
+    text: Path | None = None  # or the text rendering (text reader)
+
+
+@dataclass
+class Capture:
+    """What one recording produced: its events (unless they went to a sink),
+    how many, and when each CPU's trace is complete."""
+
+    events: TraceEvents | None
+    event_count: int
+    switch_count: int
+    coverage: Table  # cpu, start_ns, end_ns (complete up to), lost_events
+    missed_pages: int = 0
+
+
+@dataclass
+class SessionInfo:
+    tracefs: str = ""
+    mounted_by_us: bool = False
+    instance: str = ""
+    reader: str = ""
+    buffer_kb_per_cpu: int = 0
+    events: list[str] = field(default_factory=list)
+    missing_events: list[str] = field(default_factory=list)
+    leftovers_removed: list[str] = field(default_factory=list)
+    other_instances: list[str] = field(default_factory=list)  # other tools', left alone
+    notes: list[str] = field(default_factory=list)
+
+
+def _now_ticks() -> int:
+    return int(_native.ticks())
+
+
+def _stats(text: str) -> int:
+    """Events lost according to a per-CPU stats file."""
+    lost = 0
+    for key in ("overrun", "commit overrun", "dropped events"):
+        match = re.search(rf"^{key}:\s*(\d+)", text, re.M)
+        lost += int(match.group(1)) if match else 0
+    return lost
+
+
+class TraceSession:
+    """A private tracefs instance recording the kernel activity of `cpus`."""
+
+    def __init__(self, cpus: tuple[int, ...], clock: MeasurementClock, *,
+                 buffer_kb: int | None = None, recording_ns: int = 10_000_000_000,
+                 mountpoint: Path = DEFAULT_MOUNTPOINT, symbols: Symbols | None = None):
+        self.cpus = tuple(cpus)
+        self.clock = clock
+        self.requested_buffer_kb = buffer_kb
+        self.recording_ns = recording_ns
+        self.mountpoint = mountpoint
+        self.symbols = symbols or Symbols()
+        self.info = SessionInfo()
+        self.trace_clock: TraceClock | None = None
+        self._mount: Mount | None = None
+        self._instance: Instance | None = None
+        self.formats: dict[str, EventFormat] = {}
+        self.layout: PageLayout | None = None
+        self._started_ticks = 0
+        self._lost_before: dict[int, int] = {}
+
+    # -- check and set up ---------------------------------------------------
+    def __enter__(self) -> TraceSession:
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Mount if needed, clear leftovers, create and configure the instance."""
+        try:
+            self._mount = find_or_mount(self.mountpoint)
+            self.info.tracefs, self.info.mounted_by_us = str(self._mount.path), self._mount.mounted_by_us
+            removed, failed = remove_leftovers(self._mount.path)
+            self.info.leftovers_removed = removed
+            self.info.notes += [f"could not remove leftover instance {f}" for f in failed]
+            self._instance = Instance.create(self._mount.path, instance_name())
+            self.info.instance = self._instance.name
+            self.info.other_instances = sorted(set(os.listdir(self._mount.path / "instances"))
+                                               - {self._instance.name})
+            self._configure(self._instance)
+        except OSError as error:
+            self.close()
+            raise TracingUnavailable(f"setting up tracing failed: {error.strerror or error} "
+                                     f"({getattr(error, 'filename', '') or 'tracefs'})") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _configure(self, instance: Instance) -> None:
+        self.trace_clock = TraceClock.choose(instance.read("trace_clock"), self.clock)
+        instance.write("trace_clock", self.trace_clock.name)
+        instance.write("options/overwrite", "0")
+        instance.write("tracing_cpumask", cpumask_text(self.cpus))
+        self._size_buffers(instance)
+        for tp in TRACEPOINTS:
+            if instance.exists(f"events/{tp.path}/enable"):
+                instance.write(f"events/{tp.path}/enable", "1")
+                self.info.events.append(tp.path)
+                self.formats[tp.name] = parse_format(instance.read(f"events/{tp.path}/format"))
+            else:
+                self.info.missing_events.append(tp.path)
+        if SCHED_SWITCH.path not in self.info.events:
+            raise TracingUnavailable("this kernel has no sched_switch trace event")
+        if instance.exists(f"events/{FAULT_SYSTEM}/filter"):
+            instance.write(f"events/{FAULT_SYSTEM}/filter", FAULT_FILTER)
+        self.layout = self._page_layout(instance)
+        self.info.reader = "raw" if self.layout else "text"
+
+    def _size_buffers(self, instance: Instance) -> None:
+        size = self.requested_buffer_kb or buffer_kb_for(self.recording_ns, len(self.cpus),
+                                                         _mem_available_kb())
+        online = sorted(int(p.name[3:]) for p in instance.path.joinpath("per_cpu").glob("cpu*")
+                        if p.name[3:].isdigit())
+        for cpu in online:  # CPUs we do not record keep the smallest buffer
+            if cpu not in self.cpus:
+                instance.write(f"per_cpu/cpu{cpu}/buffer_size_kb", "1")
+        for cpu in self.cpus:
+            while True:
+                try:
+                    instance.write(f"per_cpu/cpu{cpu}/buffer_size_kb", str(size))
+                    break
+                except OSError as error:
+                    if error.errno != errno.ENOMEM or size <= MIN_BUFFER_KB // 8:
+                        raise
+                    size //= 2
+                    self.info.notes.append(f"trace buffer reduced to {size} KiB per CPU (no memory)")
+        self.info.buffer_kb_per_cpu = int(instance.read(f"per_cpu/cpu{self.cpus[0]}/buffer_size_kb")
+                                          .split()[0])
+
+    @staticmethod
+    def _page_layout(instance: Instance) -> PageLayout | None:
+        """The raw page layout when it is the one decode_raw knows, else None (text)."""
+        try:
+            page = int(instance.read("buffer_subbuf_size_kb")) * 1024 \
+                if instance.exists("buffer_subbuf_size_kb") else os.sysconf("SC_PAGE_SIZE")
+            layout = parse_header_page(instance.tracefs.joinpath("events/header_page").read_text(), page)
+        except (OSError, ValueError):
+            return None
+        known = (layout.timestamp_offset, layout.commit_offset, layout.commit_size, layout.data_offset)
+        expected = (RAW_LAYOUT.timestamp_offset, RAW_LAYOUT.commit_offset, RAW_LAYOUT.commit_size,
+                    RAW_LAYOUT.data_offset)
+        return layout if known == expected else None
+
+    # -- record ---------------------------------------------------------------
+    @property
+    def instance(self) -> Instance:
+        if self._instance is None:
+            raise RuntimeError("the trace session is not open")
+        return self._instance
+
+    def start(self) -> None:
+        """Empty the buffers and start recording."""
+        instance = self.instance
+        instance.write("trace", "")  # truncating `trace` empties the instance's buffers
+        self._lost_before = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) for cpu in self.cpus}
+        instance.write("tracing_on", "1")
+        self._started_ticks = _now_ticks()
+
+    def stop(self, directory: Path, name: str) -> Recording:
+        """Stop recording and move the buffers' contents into files in
+        `directory` (raw pages, or the text rendering), undecoded: this runs
+        between measurements, so it does as little as it can."""
+        stopped_ticks = _now_ticks()
+        instance = self.instance
+        instance.write("tracing_on", "0")
+        lost = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) - self._lost_before.get(cpu, 0)
+                for cpu in self.cpus}
+        start_ns, end_ns = (int(v) for v in self.clock.timestamp_ns(
+            np.array([self._started_ticks, stopped_ticks], np.uint64)))
+        recording = Recording(start_ns, end_ns, lost)
+        if self.layout is not None:
+            for cpu in self.cpus:
+                recording.pages[cpu] = directory / f"{name}.cpu{cpu}.raw"
+                with open(recording.pages[cpu], "wb") as out:
+                    for pages in self.raw_batches(cpu):
+                        out.write(pages)
+        else:
+            recording.text = directory / f"{name}.trace.txt"
+            with open(instance.file("trace"), "rb") as text, open(recording.text, "wb") as out:
+                shutil.copyfileobj(text, out)
+        return recording
+
+    def decode(self, recording: Recording, sink: Callable[[TraceEvents], None] | None = None
+               ) -> Capture:
+        """Decode a recording's files; the events go to `sink` batch by batch
+        if given, else into the Capture."""
+        assert self.trace_clock is not None
+        kept: list[TraceEvents] = []
+        tally = _Tally()
+        missed = 0
+        if self.layout is not None:
+            decoder = RawDecoder(self.formats, self.layout, self.trace_clock.to_ns, self.symbols)
+            for cpu, path in recording.pages.items():
+                with open(path, "rb") as raw:
+                    while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
+                        tally.take(decoder.decode(cpu, pages), sink or kept.append)
+            missed = decoder.missed_pages
+        elif recording.text is not None:
+            with open(recording.text, errors="replace") as lines:
+                tally.take(parse_text(lines, self.trace_clock.to_ns), sink or kept.append)
+        ends = [tally.last.get(cpu, recording.start_ns) if recording.lost[cpu] else recording.end_ns
+                for cpu in self.cpus]
+        coverage = Table({"cpu": np.array(self.cpus, np.int32),
+                          "start_ns": np.full(len(self.cpus), recording.start_ns, np.int64),
+                          "end_ns": np.array(ends, np.int64),
+                          "lost_events": np.array([recording.lost[c] for c in self.cpus], np.int64)})
+        return Capture(None if sink else TraceEvents.concat(kept), tally.events, tally.switches,
+                       coverage, missed)
+
+    def raw_batches(self, cpu: int) -> Iterator[bytes]:
+        """Consume a CPU's buffer: batches of raw pages, each page padded to
+        its full size."""
+        assert self.layout is not None
+        page = self.layout.page_size
+        fd = os.open(self.instance.file(f"per_cpu/cpu{cpu}/trace_pipe_raw"), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while True:
+                chunks = []
+                for _ in range(PAGES_PER_BATCH):
+                    try:
+                        chunk = os.read(fd, page)
+                    except BlockingIOError:
+                        break
+                    if not chunk:
+                        break
+                    chunks.append(chunk.ljust(page, b"\0"))
+                if not chunks:
+                    return
+                yield b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    # -- restore ----------------------------------------------------------------
+    def close(self) -> None:
+        """Remove the instance and unmount what we mounted (safe to call twice)."""
+        if self._instance is not None:
+            try:
+                self._instance.remove()
+            except OSError as error:
+                self.info.notes.append(f"instance {self._instance.name} could not be removed "
+                                       f"({error.strerror}); `noisescope cleanup` removes it later")
+                _quiesce(self._instance)
+            self._instance = None
+        if self._mount is not None:
+            note = release_mount(self._mount)
+            if note:
+                self.info.notes.append(f"tracefs {note}")
+            self._mount = None
+
+
+def _quiesce(instance: Instance) -> None:
+    """Leave an instance we could not remove recording nothing, with small buffers."""
+    for relative, value in (("tracing_on", "0"), ("events/enable", "0"), ("buffer_size_kb", "1")):
+        try:
+            instance.write(relative, value)
+        except OSError:
+            pass
+
+
+@dataclass
+class _Tally:
+    """Counts the batches of a recording and each CPU's last event time: where
+    events were lost (the buffer filled and newer ones were dropped), the
+    trace of that CPU is complete only up to its last event."""
+
+    events: int = 0
+    switches: int = 0
+    last: dict[int, int] = field(default_factory=dict)
+
+    def take(self, batch: TraceEvents, sink: Callable[[TraceEvents], None]) -> None:
+        self.events += batch.events.rows
+        self.switches += batch.switches.rows
+        for table in (batch.events, batch.switches):
+            for cpu in np.unique(table["cpu"]).tolist():
+                latest = int(table.where(cpu=cpu)["timestamp_ns"].max())
+                self.last[cpu] = max(self.last.get(cpu, latest), latest)
+        sink(batch)

@@ -1,0 +1,220 @@
+"""tracefs: find or mount it, and own one private instance at a time.
+
+noisescope never touches the global trace buffer. It records into
+`instances/noisescope-<pid>`, whose settings (clock, buffer size, CPU mask,
+events) live and die with the instance. tracefs is mounted only when no
+mount exists, and unmounted again only by the run that mounted it (and only
+when no other instance is left in it, which another tool may be using).
+
+A run killed with SIGKILL leaves its instance behind; the next run (or
+`noisescope cleanup`) removes instances named noisescope-<pid> whose process
+is gone. Instances of other tools are never touched.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MOUNTPOINT = Path("/sys/kernel/tracing")
+INSTANCE_PREFIX = "noisescope-"
+_OUR_INSTANCE = re.compile(rf"^{INSTANCE_PREFIX}(\d+)$")
+# rmdir of an instance fails with EBUSY while a reader still has one of its
+# files open; such readers finish quickly.
+REMOVE_ATTEMPTS = 20
+REMOVE_PAUSE_S = 0.05
+
+
+class TracingUnavailable(Exception):
+    """Tracing cannot be used here; str() says why in one line."""
+
+
+def tracefs_mounts(mounts_text: str) -> list[Path]:
+    """Mount points of tracefs listed in /proc/self/mounts text."""
+    found = []
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == "tracefs":
+            found.append(Path(fields[1].replace("\\040", " ")))
+    return found
+
+
+def _read_mounts() -> str:
+    try:
+        return Path("/proc/self/mounts").read_text()
+    except OSError:
+        return ""
+
+
+@dataclass
+class Mount:
+    path: Path
+    mounted_by_us: bool
+
+
+def find_or_mount(mountpoint: Path = DEFAULT_MOUNTPOINT) -> Mount:
+    """Use an existing tracefs mount (preferring `mountpoint`), else mount one there."""
+    mounts = tracefs_mounts(_read_mounts())
+    if mountpoint in mounts:
+        return Mount(mountpoint, False)
+    if mounts and mountpoint == DEFAULT_MOUNTPOINT:
+        return Mount(mounts[0], False)
+    if not mountpoint.is_dir():
+        raise TracingUnavailable(f"this kernel has no tracefs ({mountpoint} does not exist)")
+    done = subprocess.run(["mount", "-t", "tracefs", "nodev", str(mountpoint)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
+        raise TracingUnavailable(f"tracefs is not mounted and mounting it failed ({reason})")
+    return Mount(mountpoint, True)
+
+
+def release_mount(mount: Mount) -> str | None:
+    """Unmount tracefs if this run mounted it and nobody else has an instance
+    in it. Returns why it stayed mounted, or None."""
+    if not mount.mounted_by_us:
+        return None
+    try:
+        others = os.listdir(mount.path / "instances")
+    except OSError:
+        others = []
+    if others:
+        return f"left mounted: instances {', '.join(sorted(others))} are in use"
+    done = subprocess.run(["umount", str(mount.path)], capture_output=True, text=True)
+    return None if done.returncode == 0 else f"left mounted: umount failed ({done.stderr.strip()})"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, killed but not yet
+    reaped by its parent, is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
+
+
+def leftover_instances(tracefs: Path) -> list[str]:
+    """Names of noisescope instances whose process no longer exists."""
+    try:
+        names = os.listdir(tracefs / "instances")
+    except FileNotFoundError:  # a kernel without instances
+        return []
+    stale = []
+    for name in sorted(names):
+        match = _OUR_INSTANCE.match(name)
+        if match and int(match.group(1)) != os.getpid() and not process_alive(int(match.group(1))):
+            stale.append(name)
+    return stale
+
+
+def remove_leftovers(tracefs: Path) -> tuple[list[str], list[str]]:
+    """Remove stale noisescope instances: (removed names, 'name: reason' failures)."""
+    removed, failed = [], []
+    for name in leftover_instances(tracefs):
+        try:
+            Instance(tracefs, name).remove()
+            removed.append(name)
+        except OSError as error:
+            failed.append(f"{name}: {error.strerror or error}")
+    return removed, failed
+
+
+class Instance:
+    """One tracefs instance directory; paths are relative to it."""
+
+    def __init__(self, tracefs: Path, name: str):
+        self.tracefs = tracefs
+        self.name = name
+        self.path = tracefs / "instances" / name
+
+    @classmethod
+    def create(cls, tracefs: Path, name: str) -> Instance:
+        instance = cls(tracefs, name)
+        try:
+            instance.path.mkdir()
+        except FileExistsError:
+            raise TracingUnavailable(f"tracefs instance {name} already exists") from None
+        except PermissionError:
+            raise TracingUnavailable("creating a tracefs instance was denied (needs root)") from None
+        except OSError as error:
+            raise TracingUnavailable(f"creating a tracefs instance failed ({error.strerror})") from None
+        # A new instance starts with tracing on; nothing is enabled yet, but
+        # switch it off before configuring anything.
+        instance.write("tracing_on", "0")
+        return instance
+
+    def file(self, relative: str) -> Path:
+        return self.path / relative
+
+    def exists(self, relative: str) -> bool:
+        return self.file(relative).exists()
+
+    def read(self, relative: str) -> str:
+        return self.file(relative).read_text()
+
+    def write(self, relative: str, value: str) -> None:
+        # One write() per value: tracefs parses each write on its own.
+        fd = os.open(self.file(relative), os.O_WRONLY | os.O_TRUNC)
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+
+    def remove(self) -> None:
+        """Stop recording and delete the instance (its buffers and settings go with it)."""
+        if not self.path.exists():
+            return
+        try:
+            self.write("tracing_on", "0")
+        except OSError:
+            pass
+        for attempt in range(REMOVE_ATTEMPTS):
+            try:
+                self.path.rmdir()
+                return
+            except OSError as error:
+                if error.errno != errno.EBUSY or attempt == REMOVE_ATTEMPTS - 1:
+                    raise
+                time.sleep(REMOVE_PAUSE_S)
+
+
+def cpumask_text(cpus: tuple[int, ...] | list[int]) -> str:
+    """tracing_cpumask syntax: hex, comma-separated groups of 32 CPUs."""
+    mask = 0
+    for cpu in cpus:
+        mask |= 1 << cpu
+    groups = []
+    while True:
+        groups.append(mask & 0xFFFFFFFF)
+        mask >>= 32
+        if not mask:
+            break
+    return ",".join([f"{groups[-1]:x}"] + [f"{g:08x}" for g in reversed(groups[:-1])])
+
+
+def instance_name(pid: int | None = None) -> str:
+    return f"{INSTANCE_PREFIX}{os.getpid() if pid is None else pid}"
+
+
+def cleanup(mountpoint: Path = DEFAULT_MOUNTPOINT) -> tuple[list[str], list[str]]:
+    """Remove the instances of noisescope runs that were killed; (removed, failed).
+
+    Instances outlive an unmount, so tracefs is mounted for this if needed
+    (and unmounted again)."""
+    mount = find_or_mount(mountpoint)
+    try:
+        return remove_leftovers(mount.path)
+    finally:
+        release_mount(mount)

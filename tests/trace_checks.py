@@ -1,0 +1,73 @@
+"""The acceptance checks of attribution, shared by the tests on a captured
+trace (no root needed) and on live scans (root and tracefs)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from noisescope.analysis.groundtruth import inside_windows
+from noisescope.tables import Table
+
+
+def local_timer_interrupts(events: Table, cpu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(entry, exit, ran the tick's hrtimer) of every local timer interrupt on a CPU."""
+    timer = events.filter((events["cpu"] == cpu) & np.isin(
+        events["event"], ["local_timer_entry", "local_timer_exit", "hrtimer_expire_entry"]))
+    pairs: list[tuple[int, int, bool]] = []
+    pending: list | None = None  # [entry, ran the tick]
+    for ts, name, function in zip(timer["timestamp_ns"].tolist(), timer["event"].tolist(),
+                                  timer["name"].tolist(), strict=True):
+        if name == "local_timer_entry":
+            pending = [ts, False]
+        elif name == "hrtimer_expire_entry" and pending is not None:
+            pending[1] |= function.startswith("tick_")
+        elif name == "local_timer_exit" and pending is not None:
+            pairs.append((pending[0], ts, pending[1]))
+            pending = None
+    entries, exits, ticks = zip(*pairs, strict=True) if pairs else ((), (), ())
+    return np.array(entries, np.int64), np.array(exits, np.int64), np.array(ticks, bool)
+
+
+def cause_time(causes: Table) -> dict[int, dict[str, int]]:
+    """Per detour start: time per cause."""
+    out: dict[int, dict[str, int]] = {}
+    for start, cause, ns in zip(causes["start_ns"].tolist(), causes["cause"].tolist(),
+                                causes["duration_ns"].tolist(), strict=True):
+        out.setdefault(start, {}).setdefault(cause, 0)
+        out[start][cause] += ns
+    return out
+
+
+def local_timers_explained(events: Table, detours: Table, causes: Table, windows: Table,
+                           cpu: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each local timer interrupt inside a window of `cpu`: whether a
+    detour covers it and gives at least its handler time to the right cause
+    ('tick' when it ran the tick, else 'timer'); and whether it ran the tick."""
+    entry, exit_, tick = local_timer_interrupts(events, cpu)
+    inside = inside_windows(entry, exit_, windows.where(cpu=cpu))
+    entry, exit_, tick = entry[inside], exit_[inside], tick[inside]
+    mine = detours.where(cpu=cpu)
+    i = np.searchsorted(mine["start_ns"], entry, side="right") - 1
+    covered = (i >= 0) & (exit_ <= mine["start_ns"][i] + mine["duration_ns"][i])
+    times = cause_time(causes.where(cpu=cpu))
+    ok = np.array([bool(covered[k]) and times[int(mine["start_ns"][i[k]])].get(
+        "tick" if tick[k] else "timer", 0) >= exit_[k] - entry[k] for k in range(len(entry))], bool)
+    return ok, tick
+
+
+def injections_attributed(injections: Table, detours: Table, causes: Table, windows: Table,
+                          cpu: int) -> np.ndarray:
+    """For each injection inside a window: whether the detour covering it
+    gives at least 95% of the injected time to the thread `ns-inject/<cpu>`."""
+    inj = injections.where(cpu=cpu)
+    starts = inj["start_ns"]
+    ends = starts + inj["duration_ns"]
+    keep = inside_windows(starts, ends, windows.where(cpu=cpu))
+    starts, ends = starts[keep], ends[keep]
+    injector = causes.filter((causes["cpu"] == cpu) & (causes["cause"] == "thread")
+                             & (causes["detail"] == f"ns-inject/{cpu}"))
+    thread_ns = dict(zip(injector["start_ns"].tolist(), injector["duration_ns"].tolist(), strict=True))
+    mine = detours.where(cpu=cpu)
+    i = np.searchsorted(mine["start_ns"], starts, side="right") - 1
+    return np.array([k >= 0 and thread_ns.get(int(mine["start_ns"][k]), 0) >= 0.95 * (e - s)
+                     for k, s, e in zip(i.tolist(), starts.tolist(), ends.tolist(), strict=True)], bool)

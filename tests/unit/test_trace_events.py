@@ -1,0 +1,174 @@
+"""The trace readers: format files, raw ring-buffer pages and trace text.
+
+The captured fixture holds both renderings of one real buffer (the kernel's
+text and its raw pages), so the raw decoder is checked against the kernel's
+own formatting of the same events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from noisescope.clock import MeasurementClock
+from noisescope.trace.events import (
+    PageLayout,
+    Symbols,
+    TraceEvents,
+    decode_raw,
+    parse_format,
+    parse_header_page,
+    parse_text,
+    prev_state_text,
+    text_timestamp,
+    walk_pages,
+)
+from noisescope.trace.session import RAW_LAYOUT, TraceClock
+
+from ..conftest import FIXTURES
+
+CAPTURE = FIXTURES / "trace" / "kvm-detour-inject"
+
+
+def identity(stamps):
+    return np.asarray(stamps).astype(np.int64)
+
+
+def load_capture(path: Path = CAPTURE):
+    formats = {p.stem: parse_format(p.read_text()) for p in (path / "formats").glob("*.format")}
+    layout = parse_header_page((path / "formats" / "header_page").read_text())
+    pages = {int(p.name[3:].split(".")[0]): gzip.decompress(p.read_bytes())
+             for p in path.glob("cpu*.raw.gz")}
+    text = gzip.decompress((path / "trace.txt.gz").read_bytes()).decode()
+    clock = MeasurementClock.from_dict(json.loads((path / "clock.json").read_text()))
+    return formats, layout, pages, text, clock
+
+
+def test_header_page_layout_is_the_one_the_decoder_knows():
+    _, layout, *_ = load_capture()
+    assert layout == RAW_LAYOUT
+
+
+def test_format_file_fields():
+    formats, *_ = load_capture()
+    switch = formats["sched_switch"]
+    assert switch.fields["prev_comm"].array and switch.fields["prev_comm"].size == 16
+    assert not switch.fields["prev_pid"].array and switch.fields["prev_pid"].signed
+    assert switch.state_flags()[0] == (1, "S")
+    irq = formats["irq_handler_entry"]
+    assert irq.fields["name"].data_loc
+    with pytest.raises(ValueError):
+        parse_format("nonsense")
+
+
+def test_raw_pages_decode_to_what_the_kernel_prints():
+    formats, layout, pages, text, clock = load_capture()
+    to_ns = TraceClock("x86-tsc", clock).to_ns
+    raw, missed = decode_raw(pages, formats, layout, to_ns, Symbols(CAPTURE / "kallsyms"))
+    printed = parse_text(text.splitlines(), to_ns)
+    assert missed == 0
+    assert raw.events.rows > 1000 and raw.switches.rows > 500
+    for name in raw.events.columns:
+        assert np.array_equal(raw.events[name], printed.events[name]), name
+    for name in raw.switches.columns:
+        assert np.array_equal(raw.switches[name], printed.switches[name]), name
+    names = set(raw.events["event"].tolist())
+    assert {"local_timer_entry", "local_timer_exit", "hrtimer_expire_entry"} <= names
+    functions = set(raw.events.filter(raw.events["event"] == "hrtimer_expire_entry")["name"])
+    assert "tick_nohz_handler" in functions and "hrtimer_wakeup" in functions
+    # times land on the bundle's timeline, inside the traced interval
+    run = json.loads((CAPTURE / "run.json").read_text())
+    assert raw.events["timestamp_ns"].min() >= run["coverage"]["start_ns"][0]
+    assert raw.events["timestamp_ns"].max() <= run["coverage"]["end_ns"][0]
+
+
+def test_unresolvable_functions_keep_their_address(tmp_path):
+    formats, layout, pages, _, clock = load_capture()
+    (tmp_path / "kallsyms").write_text("")
+    raw, _ = decode_raw(pages, formats, layout, identity, Symbols(tmp_path / "kallsyms"))
+    functions = raw.events.filter(raw.events["event"] == "hrtimer_expire_entry")["name"]
+    assert all(f.startswith("0xffffffff") for f in functions)
+
+
+def _page(records: list[bytes], timestamp: int, size: int = 4096) -> bytes:
+    data = b"".join(records)
+    head = struct.pack("=QQ", timestamp, len(data))
+    return (head + data).ljust(size, b"\0")
+
+
+def _header(kind: int, delta: int) -> bytes:
+    return struct.pack("=I", kind | (delta << 5))
+
+
+def test_walk_pages_follows_every_record_kind():
+    payload = struct.pack("=HBBi", 7, 0, 0, 42) + b"\0" * 4  # 12 bytes
+    records = [
+        _header(3, 10) + payload,  # small record: type_len = 3 words, +10
+        _header(30, 5) + struct.pack("=I", 1),  # time extend: +(1 << 27) + 5
+        _header(29, 2) + struct.pack("=I", 8) + b"\0" * 4,  # discarded record (padding), +2
+        _header(0, 1) + struct.pack("=I", 4 + 40) + b"\1" * 40,  # long record, +1
+        _header(31, 3) + struct.pack("=I", 2),  # absolute time stamp (2 << 27) + 3
+        _header(3, 1) + payload,
+        _header(29, 0),  # end of the page's data
+    ]
+    walked = walk_pages(_page(records, 1000), PageLayout())
+    assert walked.timestamps.tolist() == [1010, 1010 + (1 << 27) + 5 + 2 + 1, (2 << 27) + 3 + 1]
+    assert walked.offsets.tolist() == [16 + 4, 16 + 16 + 8 + 12 + 8, 16 + 16 + 8 + 12 + 48 + 8 + 4]
+
+
+def test_walk_pages_counts_pages_after_lost_events():
+    page = bytearray(_page([_header(3, 1) + b"\0" * 12], 5))
+    struct.pack_into("=Q", page, 8, 16 | (1 << 31))  # RB_MISSED_EVENTS
+    assert walk_pages(bytes(page) * 2, PageLayout()).missed_pages == 2
+
+
+@pytest.mark.parametrize("value, text", [
+    (0, "R"), (0x100, "R+"), (1, "S"), (2, "D"), (0x80, "I"), (3, "S|D"),
+])
+def test_prev_state_letters(value, text):
+    assert prev_state_text(value) == text
+
+
+def test_text_timestamps_in_counter_and_seconds_form():
+    assert text_timestamp("4315096455970") == 4315096455970
+    assert text_timestamp("1662.372007") == 1662_372_007_000
+    assert text_timestamp("1662.372007535") == 1662_372_007_535
+
+
+def test_text_lines_with_odd_commands_and_tgid_columns():
+    lines = [
+        "# tracer: nop",
+        "  memfd:sealed-91-10081   [001] d..2. 100: sched_switch: prev_comm=memfd:sealed-91 "
+        "prev_pid=10081 prev_prio=120 prev_state=R+ ==> next_comm=Web Content next_pid=7 next_prio=110",
+        "     <idle>-0     (-------) [000] d.h.. 200: irq_handler_entry: irq=25 name=virtio0-input.0",
+        "          bash-5       [000] ..s.. 300: softirq_entry: vec=9 [action=RCU]",
+        "     swapper/0-0       [000] d.Z.. 400: nmi_handler: perf_event_nmi_handler() delta_ns: 3100 "
+        "handled: 1",
+        "  kworker/0:1-11      [000] ..... 500: workqueue_execute_end: work struct 00000000deadbeef: "
+        "function vmstat_update",
+        "  kworker/0:1-11      [000] ..... 600: irq_noise: local_timer:236 start 1.000000100 "
+        "duration 2500 ns",
+        "  something unparseable",
+    ]
+    trace = parse_text(lines, identity)
+    switch = trace.switches
+    assert switch["prev_comm"].tolist() == ["memfd:sealed-91"]
+    assert switch["next_comm"].tolist() == ["Web Content"] and switch["prev_state"].tolist() == ["R+"]
+    events = trace.events
+    assert events["event"].tolist() == ["irq_handler_entry", "softirq_entry", "nmi_handler",
+                                        "workqueue_execute_end", "irq_noise"]
+    assert events["name"].tolist() == ["virtio0-input.0", "RCU", "perf_event_nmi_handler",
+                                       "vmstat_update", "local_timer"]
+    assert events["number"].tolist() == [25, 9, 3100, 0, 2500]
+    assert events["pid"].tolist() == [0, 5, 0, 11, 11]
+
+
+def test_concat_and_empty():
+    empty = TraceEvents.empty()
+    assert empty.events.rows == 0 and "prev_state" in empty.switches.columns
+    both = TraceEvents.concat([empty, empty])
+    assert both.events.columns == empty.events.columns

@@ -1,0 +1,163 @@
+"""The tracing plumbing that needs no root: tracefs helpers on fake trees,
+buffer sizing, the trace clock, and the event spool (Parquet, read back by
+CPU and time)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import noisescope
+from noisescope.bundle import Bundle
+from noisescope.clock import MeasurementClock
+from noisescope.errors import UsageError
+from noisescope.tables import Table
+from noisescope.trace import attribute
+from noisescope.trace.session import MAX_BUFFER_KB, MIN_BUFFER_KB, TraceClock, buffer_kb_for
+from noisescope.trace.store import EventSpool
+from noisescope.trace.tracefs import (
+    TracingUnavailable,
+    cpumask_text,
+    leftover_instances,
+    process_alive,
+    tracefs_mounts,
+)
+from noisescope.units import parse_size_kib
+
+from .test_bundle import minimal_manifest
+from .test_trace_events import CAPTURE, load_capture
+
+CLOCK = MeasurementClock("tsc", 2e9, "kernel", None, origin_ticks=1000,
+                         origin_monotonic_raw_ns=5_000, origin_realtime_ns=0)
+
+
+@pytest.mark.parametrize("cpus, text", [
+    ((0,), "1"), ((0, 1), "3"), ((1, 3), "a"), ((32,), "1,00000000"), ((0, 40, 63), "80000100,00000001"),
+])
+def test_cpumask_text(cpus, text):
+    assert cpumask_text(cpus) == text
+
+
+def test_tracefs_mount_points():
+    mounts = ("sysfs /sys sysfs rw 0 0\nnodev /sys/kernel/tracing tracefs rw,relatime 0 0\n"
+              "tracefs /sys/kernel/debug/tracing tracefs rw 0 0\n")
+    assert [str(p) for p in tracefs_mounts(mounts)] == ["/sys/kernel/tracing",
+                                                         "/sys/kernel/debug/tracing"]
+    assert tracefs_mounts("proc /proc proc rw 0 0\n") == []
+
+
+def test_a_killed_process_is_gone_even_before_it_is_reaped():
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while process_alive(child.pid) and time.monotonic() < deadline:  # a zombie until wait()
+        time.sleep(0.01)
+    assert not process_alive(child.pid)
+    child.wait()
+    assert not process_alive(child.pid)
+    assert process_alive(os.getpid())
+
+
+def test_leftovers_are_our_instances_of_gone_processes(tmp_path):
+    child = subprocess.Popen(["true"])
+    child.wait()
+    for name in (f"noisescope-{child.pid}", f"noisescope-{os.getpid()}", f"noisescope-{os.getppid()}",
+                 "noisescope-notapid", "rtla-osnoise", f"other-{child.pid}"):
+        (tmp_path / "instances" / name).mkdir(parents=True)
+    assert leftover_instances(tmp_path) == [f"noisescope-{child.pid}"]
+    assert leftover_instances(tmp_path / "missing") == []
+
+
+def test_buffer_size_follows_the_recording_and_the_memory():
+    assert buffer_kb_for(1_000_000_000, 2, None) == MIN_BUFFER_KB
+    ten_seconds = buffer_kb_for(10_000_000_000, 2, None)
+    assert ten_seconds > MIN_BUFFER_KB and buffer_kb_for(60_000_000_000, 2, None) > ten_seconds
+    assert buffer_kb_for(10**15, 2, None) == MAX_BUFFER_KB
+    assert buffer_kb_for(60_000_000_000, 64, 8 * 1024 * 1024) <= 8 * 1024 * 1024 // 64
+
+
+def test_trace_clock_choice_and_mapping():
+    tsc = TraceClock.choose("[local] global counter uptime perf mono mono_raw boot x86-tsc", CLOCK)
+    assert tsc.name == "x86-tsc"
+    assert tsc.to_ns(np.array([1000 + 2_000_000], np.uint64)).tolist() == [1_000_000]
+    raw = TraceClock.choose("[local] global mono_raw", CLOCK)
+    assert raw.name == "mono_raw" and raw.to_ns(np.array([5_000 + 42], np.uint64)).tolist() == [42]
+    with pytest.raises(TracingUnavailable):
+        TraceClock.choose("[local] global", CLOCK)
+
+
+@pytest.mark.parametrize("text, kib", [("64M", 65536), ("512K", 512), ("1G", 1048576),
+                                       ("2048", 2048), ("1.5MiB", 1536)])
+def test_parse_size(text, kib):
+    assert parse_size_kib(text) == kib
+
+
+@pytest.mark.parametrize("text", ["", "12 parsecs", "0", "-1M"])
+def test_parse_size_rejects(text):
+    with pytest.raises(UsageError):
+        parse_size_kib(text)
+
+
+@pytest.fixture(scope="module")
+def captured_trace():
+    from noisescope.trace.events import Symbols, decode_raw
+
+    formats, layout, pages, _, clock = load_capture()
+    trace, _ = decode_raw(pages, formats, layout, TraceClock("x86-tsc", clock).to_ns,
+                          Symbols(CAPTURE / "kallsyms"))
+    return trace
+
+
+def test_spooled_events_read_back_like_the_ones_in_memory(tmp_path, captured_trace):
+    spool = EventSpool(tmp_path)
+    events, switches = captured_trace.events, captured_trace.switches
+    half = events.rows // 2  # two batches, two row groups
+    spool.append(type(captured_trace)(events.filter(np.arange(events.rows) < half),
+                                      switches.filter(np.arange(switches.rows) < switches.rows // 2)))
+    spool.append(type(captured_trace)(events.filter(np.arange(events.rows) >= half),
+                                      switches.filter(np.arange(switches.rows) >= switches.rows // 2)))
+    stored = spool.finish()
+    assert stored.event_names() == captured_trace.event_names()
+    ts = events["timestamp_ns"]
+    start, end = int(ts[events.rows // 4]), int(ts[3 * events.rows // 4])
+    from_disk, in_memory = stored.read(1, start, end), captured_trace.read(1, start, end)
+    for name in events.columns:
+        assert np.array_equal(from_disk.events[name], in_memory.events[name]), name
+    for name in switches.columns:
+        assert np.array_equal(from_disk.switches[name], in_memory.switches[name]), name
+    assert stored.read(7, start, end).events.rows == 0
+    tables = spool.stored_tables()
+    assert tables["events"].rows == events.rows and tables["sched_switch"].rows == switches.rows
+
+
+def test_attribution_is_the_same_from_disk_and_from_memory(tmp_path, captured_trace):
+    import json
+
+    spool = EventSpool(tmp_path)
+    spool.append(captured_trace)
+    run = json.loads((CAPTURE / "run.json").read_text())
+    detours = Table({k: np.array(v) for k, v in run["detours"].items()})
+    coverage = Table({k: np.array(v) for k, v in run["coverage"].items()})
+    on_disk = attribute(detours, spool.finish(), coverage)
+    in_memory = attribute(detours, captured_trace, coverage)
+    for name in in_memory.causes.columns:
+        assert np.array_equal(on_disk.causes[name], in_memory.causes[name])
+
+
+def test_bundles_copy_stored_tables_in(tmp_path, captured_trace):
+    (tmp_path / "spool").mkdir()
+    spool = EventSpool(tmp_path / "spool")
+    spool.append(captured_trace)
+    spool.finish()
+    stored = spool.stored_tables()
+    assert stored["events"].load().rows == captured_trace.events.rows  # readable before writing
+    bundle = Bundle(minimal_manifest(), {**stored, "small": Table({"x": [1, 2]})})
+    written = noisescope.load(bundle.write(tmp_path / "b"))
+    assert stored["events"].path.exists()  # copied, not taken: the scan removes its spool
+    assert written.manifest["tables"]["events"]["rows"] == captured_trace.events.rows
+    assert written.sched_switch["next_comm"].tolist() == captured_trace.switches["next_comm"].tolist()
+    assert written.events["event"].dtype == object  # dictionary-encoded on disk, strings here
+    assert bundle.table("events").rows == captured_trace.events.rows  # now read from the bundle
