@@ -23,10 +23,10 @@ matplotlib.use("Agg")
 
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure as MplFigure  # noqa: E402
-from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter  # noqa: E402
 
 from ..bundle import Bundle  # noqa: E402
-from ..units import format_duration  # noqa: E402
+from ..units import format_count, format_duration  # noqa: E402
 
 COLUMNS = 1500  # envelope columns per panel: about one per pixel
 SCATTER_LIMIT = 20_000  # up to this many detours per panel are drawn one by one
@@ -243,6 +243,18 @@ def _log_bins(low: float, high: float, per_decade: int = 20) -> np.ndarray:
     return np.logspace(np.log10(low), np.log10(high), max(2, int(np.log10(high / low) * per_decade)))
 
 
+def _bucket_stairs(ax, lower, upper, count, **style) -> None:
+    """Histogram buckets [lower, upper) as stored (only the non-empty ones): the
+    gaps between them are drawn as empty, not as wider buckets."""
+    order = np.argsort(lower)
+    lower = np.asarray(lower, np.float64)[order]
+    upper = np.asarray(upper, np.float64)[order]
+    edges = np.unique(np.r_[lower, upper])
+    values = np.zeros(len(edges) - 1)
+    values[np.searchsorted(edges, lower)] = np.asarray(count)[order]
+    ax.stairs(values, edges, **style)
+
+
 def _single_axes(bundles: list[Bundle]):
     figure, axes = new_figure(1, row_height=3.2)
     return figure, axes[0, 0], bundle_names(bundles)
@@ -258,6 +270,7 @@ def _finish_log_log(ax, drawn: int, xlabel: str, ylabel: str, durations: bool) -
         _duration_axis(ax, "x")
     else:
         ax.xaxis.set_major_formatter(EngFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())  # less than a decade: no 2x10^4 labels
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.legend(ncols=min(drawn, 4))
@@ -295,8 +308,8 @@ def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
             continue
         lower = np.maximum(h["lower_ticks"][keep].astype(np.float64), HOURGLASS_CYCLES)
         upper = np.minimum(h["upper_ticks"][keep].astype(np.float64), lower * 2 ** 20)
-        ax.stairs(h["count"][keep], np.r_[lower, upper[-1]], color=color, lw=1.1,
-                  label=panel_title(bundle, s["cpu"], names, _several(bundles)))
+        _bucket_stairs(ax, lower, upper, h["count"][keep], color=color, lw=1.1,
+                       label=panel_title(bundle, s["cpu"], names, _several(bundles)))
         drawn += 1
     if not _finish_log_log(ax, drawn, "gap between two clock reads (cycles)", "gaps per bucket",
                            durations=False):
@@ -410,6 +423,182 @@ def detour_rate_curves(bundles: list[Bundle]) -> list[Figure]:
                    "and further left is quieter.", figure)]
 
 
+# -- attribution, timer latency, workload runs, predictions -------------------------------
+
+@styled
+def cause_breakdown(bundles: list[Bundle]) -> list[Figure]:
+    from ..trace.attribute import CAUSES
+
+    rows = [(b, s) for b in bundles for s in b.summaries.get("attribution", []) if s["causes"]]
+    if not rows:
+        return []
+    dropped = max(0, len(rows) - 3 * MAX_PANELS)
+    rows = rows[:3 * MAX_PANELS]
+    names = bundle_names(bundles)
+    figure, axes = new_figure(1, row_height=0.6 + 0.35 * len(rows))
+    ax = axes[0, 0]
+    labels = [panel_title(b, s["cpu"], names, _several(bundles)) for b, s in rows]
+    left = np.zeros(len(rows))
+    for cause, color in zip(CAUSES, _cycle(), strict=False):
+        share = np.array([sum(c["share_pct"] for c in s["causes"] if c["cause"] == cause)
+                          for _, s in rows])
+        if share.any():
+            ax.barh(labels, share, left=left, color=color, label=cause)
+            left += share
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the time lost to detours (%)")
+    ax.legend(ncols=5, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return [Figure("causes", "What took the CPU away",
+                   "Time lost to detours split by cause, from the kernel trace events recorded "
+                   "during the scan (noisescope explain lists the details)." + left_out(dropped),
+                   figure)]
+
+
+def _latency_histogram(bundles: list[Bundle], kind: str, table: str, key: str, title: str,
+                       caption: str) -> list[Figure]:
+    figure, ax, names = _single_axes(bundles)
+    drawn = 0
+    for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get(kind, [])
+                                   if b.has_table(table)), _cycle(), strict=False):
+        h = bundle.table(table).where(cpu=-1 if s["cpu"] is None else s["cpu"])
+        if h.rows == 0:
+            continue
+        _bucket_stairs(ax, h["lower_ns"], h["upper_ns"], h["count"], color=color, lw=1.1,
+                       label=panel_title(bundle, s["cpu"] if s["cpu"] is not None else 0, names,
+                                         _several(bundles)))
+        drawn += 1
+    if not _finish_log_log(ax, drawn, "latency", "samples per bucket", durations=True):
+        return []
+    return [Figure(key, title, caption, figure)]
+
+
+@styled
+def timerlat_histogram(bundles: list[Bundle]) -> list[Figure]:
+    return _latency_histogram(bundles, "timerlat", "timerlat_histogram", "timerlat", "Timer latency",
+                              "Wakeup minus deadline of a thread sleeping to absolute deadlines "
+                              "(cyclictest's measurement), per CPU.")
+
+
+@styled
+def oslat_histogram(bundles: list[Bundle]) -> list[Figure]:
+    return _latency_histogram(bundles, "oslat", "oslat_histogram", "oslat", "oslat gaps",
+                              "Gaps between clock reads counted by oslat, per CPU.")
+
+
+def _ok_runs(bundle: Bundle):
+    runs = bundle.table("runs")
+    keep = (runs["status"] == "ok") & ~runs["warmup"].astype(bool)
+    return runs.filter(keep)
+
+
+def _run_groups(bundles: list[Bundle]) -> dict[str, dict[str, dict[str, np.ndarray]]]:
+    """workload -> configuration (bundle name and configuration) -> column -> values."""
+    names = bundle_names(bundles)
+    groups: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    for bundle in bundles:
+        if not bundle.has_table("runs"):
+            continue
+        runs = _ok_runs(bundle)
+        for workload in dict.fromkeys(runs["workload"]):
+            for configuration in dict.fromkeys(runs["configuration"]):
+                mine = runs.filter((runs["workload"] == workload)
+                                   & (runs["configuration"] == configuration))
+                if mine.rows:
+                    label = " ".join(x for x in (names[id(bundle)] if _several(bundles) else "",
+                                                 configuration) if x) or names[id(bundle)]
+                    groups.setdefault(str(workload), {})[label] = {
+                        c: mine[c] for c in ("wall_ns", "user_ns", "sys_ns")}
+    return groups
+
+
+@styled
+def run_time_cdfs(bundles: list[Bundle]) -> list[Figure]:
+    groups = _run_groups(bundles)
+    if not groups:
+        return []
+    workloads = list(groups)[:MAX_PANELS]
+    figure, axes = new_figure(len(workloads), 3, row_height=2.4)
+    for row, workload in zip(axes, workloads, strict=False):
+        for ax, (column, what) in zip(row, (("wall_ns", "wall"), ("user_ns", "user"),
+                                            ("sys_ns", "system")), strict=True):
+            for (label, values), color in zip(groups[workload].items(), _cycle(), strict=False):
+                x = np.sort(values[column].astype(np.float64))
+                ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post", color=color,
+                        lw=1.2, label=plain(label))
+            _duration_axis(ax, "x")
+            ax.set_title(f"{plain(workload)}: {what} time", loc="left")
+            ax.set_ylim(0, 1.02)
+        row[0].set_ylabel("fraction of runs")
+        row[0].legend()
+    return [Figure("runs-cdf", "Run times per configuration",
+                   "Cumulative distribution of each run's wall, user and system time (wait4 of "
+                   "the workload), warm-up and failed runs left out. A curve further left is "
+                   "faster; a long tail to the right is noise.", figure)]
+
+
+@styled
+def workload_bars(bundles: list[Bundle]) -> list[Figure]:
+    groups = _run_groups(bundles)
+    if not groups:
+        return []
+    labels = list(dict.fromkeys(label for g in groups.values() for label in g))
+    figure, ax, _ = _single_axes(bundles)
+    width = 0.8 / len(labels)
+    x = np.arange(len(groups))
+    for i, (label, color) in enumerate(zip(labels, _cycle(), strict=False)):
+        medians, low, high = [], [], []
+        for workload in groups:
+            wall = groups[workload].get(label, {}).get("wall_ns")
+            if wall is None or len(wall) == 0:
+                medians.append(np.nan), low.append(0), high.append(0)
+                continue
+            q25, q50, q75 = np.percentile(wall.astype(np.float64), [25, 50, 75])
+            medians.append(q50), low.append(q50 - q25), high.append(q75 - q50)
+        ax.bar(x + (i - (len(labels) - 1) / 2) * width, medians, width, yerr=[low, high],
+               capsize=3, color=color, label=plain(label))
+    ax.set_xticks(x, [plain(w) for w in groups])
+    _duration_axis(ax)
+    ax.set_ylabel("wall time per run (median)")
+    ax.legend()
+    return [Figure("workloads", "Wall time per workload and configuration",
+                   "Median wall time of the runs; the error bars span the middle half of the "
+                   "runs (25th to 75th percentile).", figure)]
+
+
+@styled
+def slowdown_curves(bundles: list[Bundle]) -> list[Figure]:
+    names = bundle_names(bundles)
+    figure, ax, _ = _single_axes(bundles)
+    drawn = 0
+    for bundle, color in zip(bundles, _cycle(), strict=False):
+        points = sorted(bundle.summaries.get("prediction", []), key=lambda p: p["procs"])
+        if not points:
+            continue
+        procs = np.array([p["procs"] for p in points], np.float64)
+        mean = 100 * np.array([p["slowdown_mean"] for p in points])
+        ax.fill_between(procs, 100 * np.array([p["slowdown_min"] for p in points]),
+                        100 * np.array([p["slowdown_max"] for p in points]), color=color,
+                        alpha=0.25, lw=0)
+        ax.plot(procs, mean, "o-", color=color, lw=1.3, ms=3, label=plain(names[id(bundle)]))
+        estimate = [p.get("analytic_slowdown") for p in points]
+        if all(e is not None for e in estimate):
+            ax.plot(procs, 100 * np.array(estimate), "--", color=color, lw=1,
+                    label=f"{plain(names[id(bundle)])}: order-statistics estimate")
+        drawn += 1
+    if not drawn:
+        return []
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_count(int(round(v)))))
+    ax.set_xlabel("processes (P)")
+    ax.set_ylabel("slowdown (%)")
+    ax.legend()
+    return [Figure("slowdown", "Predicted slowdown vs process count",
+                   "Simulated slowdown of the modelled application as the process count grows "
+                   "(band: spread over seeds), and the order-statistics estimate (dashed).",
+                   figure)]
+
+
 def _cycle() -> Iterator[str]:
     while True:
         yield from COLORS
@@ -422,6 +611,11 @@ FIGURES: dict[str, list[FigureBuilder]] = {
     "ftq": [ftq_series],
     "fwq": [fwq_series],
     "spectrum": [spectrum_figure],
+    "attribution": [cause_breakdown],
+    "timerlat": [timerlat_histogram],
+    "oslat": [oslat_histogram],
+    "workloads": [run_time_cdfs, workload_bars],
+    "prediction": [slowdown_curves],
 }
 
 COMPARISONS: list[FigureBuilder] = [noise_bars, detour_rate_curves]

@@ -79,7 +79,8 @@ def _fact_rows(bundle: Bundle) -> dict[str, str]:
         "complete": "yes" if m.get("complete") else "no (interrupted)",
         "command": " ".join(m.get("argv", [])),
         "host": host.get("hostname", ""),
-        "kernel": f"{host.get('kernel_release', '')} ({host.get('preemption') or '?'} preemption)",
+        "kernel": (f"{host.get('kernel_release', '')} ({host.get('preemption') or '?'} preemption)"
+                   if host else ""),
         "kernel command line": host.get("kernel_cmdline", ""),
         "CPU model": host.get("cpu_model", ""),
         "topology": (f"{host.get('online_cpus', '?')} online; {host.get('sockets', '?')} sockets, "
@@ -158,7 +159,7 @@ def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
         figures = [f for draw in plots.FIGURES.get(kind, []) for f in draw([b for b, _ in having])]
         if not tables and not figures:
             continue
-        title = tables[0].title.split(": ", 1)[-1] if tables else kind
+        title = tables[0].title.split(": ", 1)[-1] if tables else figures[0].title
         sections.append(Section(kind, title, tables=tables, figures=figures))
     return sections
 
@@ -166,10 +167,14 @@ def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
 def comparison_section(bundles: list[Bundle], names: list[str]) -> Section | None:
     if len(bundles) < 2:
         return None
+    figures = [f for draw in plots.COMPARISONS for f in draw(bundles)]
+    probes = ("detour", "ftq", "fwq")
+    if not any(b.summaries.get(p) for b in bundles for p in probes):
+        return Section("comparison", "Comparison", figures=figures) if figures else None
     rows = []
     for b, name in zip(bundles, names, strict=True):
         row = [name]
-        for probe in ("detour", "ftq", "fwq"):
+        for probe in probes:
             values = [s["noise_pct"] for s in b.summaries.get(probe, [])
                       if s.get("noise_pct") is not None]
             row.append(f"{sum(values) / len(values):.3f}" if values else "-")
@@ -181,7 +186,6 @@ def comparison_section(bundles: list[Bundle], names: list[str]) -> Section | Non
     table = TableBlock("Mean over the measured CPUs", ["bundle", "detour noise %", "FTQ noise %",
                                                        "FWQ noise %", "detours/s", "longest detour"],
                        rows)
-    figures = [f for draw in plots.COMPARISONS for f in draw(bundles)]
     return Section("comparison", "Comparison", tables=[table], figures=figures)
 
 
