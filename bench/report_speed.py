@@ -63,7 +63,7 @@ def cpu_tables(rng, cpu, total_ns, quantum_ns):
                                                     minlength=64)[:64]]
     lower = (2.0 ** np.arange(64)).astype(np.uint64)
     histogram = Table({"cpu": np.full(64, cpu, np.int32), "lower_ticks": lower,
-                       "upper_ticks": np.append(lower[1:], np.uint64(2**63)),
+                       "upper_ticks": np.append(lower[1:], np.uint64(2**64 - 1)),
                        "lower_ns": (lower / TICKS_PER_NS).astype(np.int64),
                        "upper_ns": (np.append(lower[1:], np.uint64(2**62)) / TICKS_PER_NS).astype(np.int64),
                        "count": gaps[70:] + np.r_[10**9, np.zeros(63, np.int64)]})

@@ -68,8 +68,9 @@ def test_cause_breakdown_stacks_the_shares_per_cpu():
 def test_timer_latency_histogram_leaves_gaps_between_buckets_empty():
     from noisescope.render.plots import timerlat_histogram
 
-    histogram = Table({"cpu": np.array([1, 1]), "lower_ns": np.array([1000, 5000]),
-                       "upper_ns": np.array([2000, 6000]), "count": np.array([7, 2])})
+    histogram = Table({"cpu": np.array([1, 1, 1]), "lower_ns": np.array([1000, 5000, 9000]),
+                       "upper_ns": np.array([2000, 6000, 9000]),  # the last one is empty
+                       "count": np.array([7, 2, 1])})
     bundle = Bundle({"kind": "timerlat", "summaries": {"timerlat": [{"cpu": 1}]}},
                     {"timerlat_histogram": histogram})
     figure = _png_ok(timerlat_histogram([bundle]), "timerlat").figure

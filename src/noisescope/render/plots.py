@@ -246,9 +246,10 @@ def _log_bins(low: float, high: float, per_decade: int = 20) -> np.ndarray:
 def _bucket_stairs(ax, lower, upper, count, **style) -> None:
     """Histogram buckets [lower, upper) as stored (only the non-empty ones): the
     gaps between them are drawn as empty, not as wider buckets."""
+    lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
     order = np.argsort(lower)
-    lower = np.asarray(lower, np.float64)[order]
-    upper = np.asarray(upper, np.float64)[order]
+    order = order[upper[order] > lower[order]]  # an empty range has nothing to draw
+    lower, upper = lower[order], upper[order]
     edges = np.unique(np.r_[lower, upper])
     values = np.zeros(len(edges) - 1)
     values[np.searchsorted(edges, lower)] = np.asarray(count)[order]
