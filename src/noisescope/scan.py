@@ -35,7 +35,7 @@ from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
 from .system import check_system
 from .tables import Table
-from .trace.scanning import ScanTracing, TraceOptions
+from .trace.scanning import ScanTracing, TraceOptions, release_free_memory
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
 SECOND = 1_000_000_000
@@ -272,6 +272,7 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
                           kind=kind, tracing=tracing)
     bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
     add_spectra(bundle)
+    release_free_memory()  # the spectra's temporaries, before pyarrow writes the bundle
     if destination is not None:
         bundle.write(destination)
     return bundle

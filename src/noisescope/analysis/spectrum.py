@@ -42,7 +42,7 @@ MIN_COMB = 3  # sources needed to infer a fundamental that shows no line itself
 MAX_SOURCES = 8
 MIN_SHARE_PCT = 0.5  # weaker lines are listed in the spectrum table only
 NAME_TOLERANCE = 0.01  # a source within 1% of a known frequency takes its name
-CHUNK_SAMPLES = 262_144  # samples transformed at once: a few MB of temporaries
+CHUNK_SAMPLES = 65_536  # samples transformed at once: about 2 MB of temporaries
 
 
 @dataclass(frozen=True)
