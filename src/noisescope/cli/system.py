@@ -18,7 +18,7 @@ EXAMPLES
 """
 
 
-@click.group()
+@click.group(epilog=EXAMPLES)
 def system_group():
     """Check the machine's configuration for sources of noise."""
 
