@@ -118,6 +118,10 @@ class Bundle:
     def has_table(self, name: str) -> bool:
         return name in self.table_names
 
+    def add_table(self, name: str, table: Table) -> None:
+        """Add (or replace) a table before the bundle is written."""
+        self._tables[name] = table
+
     def __getattr__(self, name: str) -> Table:
         # bundle.detours, bundle.ftq, ... for notebooks
         if name.startswith("_"):

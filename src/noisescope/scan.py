@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .analysis.spectrum import add_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
@@ -32,8 +33,9 @@ from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult
 from .probes import detour as detour_probe
 from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
+from .system import check_system
 from .tables import Table
-from .trace.scanning import ScanTracing, TraceOptions
+from .trace.scanning import ScanTracing, TraceOptions, release_free_memory
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
 SECOND = 1_000_000_000
@@ -286,6 +288,9 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted,
                           kind=kind, tracing=tracing)
+    bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
+    add_spectra(bundle)
+    release_free_memory()  # the spectra's temporaries, before pyarrow writes the bundle
     if destination is not None:
         bundle.write(destination)
     return bundle

@@ -64,7 +64,7 @@ def test_scan_runs_timerlat_beside_the_other_probes(tmp_path):
     assert done.returncode == 0, done.stderr
     bundle = noisescope.load(out)
     validate(bundle.manifest)
-    assert list(bundle.summaries) == ["ftq", "timerlat"]
+    assert list(bundle.summaries) == ["ftq", "timerlat", "spectrum"]  # the FTQ series gives a spectrum
     check_consistent(bundle, loops=4000)  # 1 s / 250 us on every CPU
     assert "Timer latency" in done.stdout and "FTQ" in done.stdout
 

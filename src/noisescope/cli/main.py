@@ -28,9 +28,11 @@ from .explain import explain_command
 from .importing import import_command
 from .inject import inject_command
 from .predict import export_trace_command, predict_command
+from .report import report_command
 from .run import run_command
 from .scan import scan_command
 from .show import show_command
+from .system import system_group
 from .timerlat import timerlat_command
 
 
@@ -54,6 +56,8 @@ cli.add_command(export_trace_command, "export-trace")
 cli.add_command(explain_command, "explain")
 cli.add_command(cleanup_command, "cleanup")
 cli.add_command(cluster_group, "cluster")
+cli.add_command(system_group, "system")
+cli.add_command(report_command, "report")
 
 
 def _terminate(signum, frame):

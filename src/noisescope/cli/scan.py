@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import click
 
 from ..probes import DEFAULT_PROBES, PROBES, Injection
@@ -9,7 +13,9 @@ from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_f
 from ..trace.scanning import TraceOptions
 from ..trace.session import EVENTS_PER_SECOND
 from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
-from .common import Progress, report
+from .common import Progress, report, stderr
+
+REPORT_FILE = "report.html"
 
 EXAMPLES = """
 \b
@@ -21,6 +27,7 @@ EXAMPLES
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
   noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
   noisescope scan --no-trace               # without kernel tracing (no explanation)
+  noisescope scan --no-report -q           # tables only; no report.html in the bundle
 """
 
 
@@ -97,13 +104,19 @@ def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, p
 @measurement_options
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def scan_command(output, quiet, **measurement):
+@click.option("--report/--no-report", "write_report", default=True, show_default=True,
+              help="write report.html (plots, tables, system check) into the bundle")
+def scan_command(output, quiet, write_report, **measurement):
     """Measure OS noise on every CPU at once and write a result bundle."""
     options = scan_options(**measurement)
     facts = live_host_facts()
     destination = output or default_output(facts)
     progress = Progress(options.duration_ns, enabled=not quiet)
-    return report(scan(options, facts=facts, progress=progress, destination=destination))
+    bundle = scan(options, facts=facts, progress=progress, destination=destination)
+    status = report(bundle)
+    if write_report:
+        write_report_beside(bundle.path, quiet)
+    return status
 
 
 def _not_negative(value: int, name: str) -> int:
@@ -112,6 +125,23 @@ def _not_negative(value: int, name: str) -> int:
     if value < 0:
         raise UsageError(f"{name} must not be negative", f"e.g. {name} 2s, or 0 to skip")
     return value
+
+
+def write_report_beside(bundle_path: Path, quiet: bool) -> None:
+    """report.html into the bundle, drawn by a child process: matplotlib and the
+    loaded tables never add to the measuring process's memory. A failure leaves
+    the measurement as it is and says so."""
+    target = bundle_path / REPORT_FILE
+    child = subprocess.run([sys.executable, "-m", "noisescope", "report", str(bundle_path), "-o",
+                            str(target), "--quiet"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if child.returncode != 0:
+        reason = (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
+        stderr.print(f"warning: the report was not written ({reason}); the bundle is complete, "
+                     f"try: noisescope report {bundle_path}", style="yellow", highlight=False,
+                     markup=False)
+    elif not quiet:
+        stderr.print(f"report: {target}", highlight=False)
 
 
 def _positive(value: int | None, name: str) -> int | None:
