@@ -9,7 +9,7 @@ import numpy as np
 from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
 
-from ..helpers import measure_quietly, run_delay_fraction
+from ..helpers import RT, measure_quietly, run_delay_fraction
 
 RATE_HZ = 1000.0
 LENGTH_NS = 20_000
@@ -18,7 +18,7 @@ LENGTH_NS = 20_000
 def measure(cpu: int, probes: tuple[str, ...], inject: bool):
     injections = (Injection(cpu, RATE_HZ, LENGTH_NS, "signal"),) if inject else ()
     return scan(ScanOptions(cpus=(cpu,), duration_ns=2 * SECOND, probes=probes,
-                            injections=injections), argv=["test"])
+                            injections=injections, rt=RT), argv=["test"])
 
 
 def test_detour_finds_every_injection(measured_cpu):

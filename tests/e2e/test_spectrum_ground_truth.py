@@ -9,7 +9,7 @@ from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
 from noisescope.units import parse_cpu_list
 
-from ..helpers import measure_quietly, run_delay_fraction
+from ..helpers import RT, measure_quietly, run_delay_fraction
 
 RATE_HZ = 333.0
 
@@ -27,7 +27,7 @@ def test_injected_333hz_is_the_top_source(measured_cpu):
     def measure():
         return scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND,
                                 probes=("detour", "ftq"),
-                                injections=(Injection(measured_cpu, RATE_HZ, 20_000),)),
+                                injections=(Injection(measured_cpu, RATE_HZ, 20_000),), rt=RT),
                     argv=["test"])
 
     bundle = measure_quietly(measure, good=top_is_injected, busy=run_delay_fraction)
@@ -51,7 +51,8 @@ def test_timer_tick_is_listed_without_injection(measured_cpu, live_facts):
         return any(abs(s["frequency_hz"] - hz) <= 0.01 * hz for s in sources(bundle, "detour"))
 
     bundle = measure_quietly(
-        lambda: scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND, probes=("detour",)),
+        lambda: scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND, probes=("detour",),
+                                 rt=RT),
                      argv=["test"]),
         good=listed, busy=run_delay_fraction)
     tick = [s for s in sources(bundle, "detour") if abs(s["frequency_hz"] - hz) <= 0.01 * hz]

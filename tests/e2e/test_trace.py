@@ -22,7 +22,7 @@ from noisescope.trace import TraceSession, cleanup, sched_switches
 from noisescope.trace.scanning import TraceOptions
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
-from ..helpers import measure_quietly, run_delay_fraction
+from ..helpers import RT, measure_quietly, run_delay_fraction
 from ..trace_checks import injections_attributed, local_timers_explained
 from ..unit.test_bundle import validate
 
@@ -156,7 +156,7 @@ def test_tracefs_is_mounted_when_needed_and_unmounted_after(tmp_path, live_facts
 def traced_scan(cpu: int, inject: bool):
     injections = (Injection(cpu, 1000.0, 20_000, "thread"),) if inject else ()
     return scan(ScanOptions(cpus=(cpu,), duration_ns=2 * SECOND, probes=("detour",),
-                            injections=injections, trace=TraceOptions(cost_reference_ns=0)),
+                            injections=injections, rt=RT, trace=TraceOptions(cost_reference_ns=0)),
                 argv=["test"])
 
 
