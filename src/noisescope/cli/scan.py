@@ -8,6 +8,7 @@ from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
 from ..trace.scanning import TraceOptions
 from ..trace.session import EVENTS_PER_SECOND
+from ..trace.wakeups import DEFAULT_THRESHOLD_NS
 from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
 from .common import Progress, report
 
@@ -55,11 +56,13 @@ def parse_probes(text: str) -> tuple[str, ...]:
               f"(default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)")
 @click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
               help="untraced detour run measuring tracing's own cost (0: skip)")
+@click.option("--trace-threshold", default=f"{DEFAULT_THRESHOLD_NS // 1000}us", show_default=True,
+              help="timerlat: explain every wakeup at least this late")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
-                 interval, max_detours, injections, label, no_trace, trace_buffer, trace_cost, output,
-                 quiet):
+                 interval, max_detours, injections, label, no_trace, trace_buffer, trace_cost,
+                 trace_threshold, output, quiet):
     """Measure OS noise on every CPU at once and write a result bundle."""
     options = ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
@@ -79,7 +82,9 @@ def scan_command(cpus, duration, probe_list, threshold, rt, priority, runtime, p
             enabled=not no_trace,
             buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
             cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
-                                            "--trace-cost")),
+                                            "--trace-cost"),
+            wakeup_threshold_ns=parse_duration(trace_threshold, what="--trace-threshold",
+                                               default_unit="us")),
     )
     facts = live_host_facts()
     destination = output or default_output(facts)
