@@ -66,7 +66,8 @@ def test_scan_runs_timerlat_beside_the_other_probes(tmp_path):
     assert done.returncode == 0, done.stderr
     bundle = noisescope.load(out)
     validate(bundle.manifest)
-    assert list(bundle.summaries) == ["ftq", "timerlat"]
+    traced = bundle.manifest["trace"]["enabled"]
+    assert list(bundle.summaries) == ["ftq", "timerlat"] + (["late_wakeups"] if traced else [])
     check_consistent(bundle, loops=4000)  # 1 s / 250 us on every CPU
     assert "Timer latency" in done.stdout and "FTQ" in done.stdout
 

@@ -35,13 +35,8 @@ sleeping thread got the CPU back. With an owner pid per CPU:
   OWNER_MARGIN_NS after it, which show who had taken the CPU when the
   switch to it is missing (below).
 
-Some switches are missing from the trace: those out of the idle task on
-some kernels (the 6.18 VM this was built on never records them), and every
-switch out of some tasks (this VM's sandbox process). A task then shows up
-without a switch to it: in the context of its later events, or as a
-switch's `prev`. It is taken to have got the CPU when the handler that woke
-it ended (the idle loop, or a preempted task of lower priority, schedules
-right then), else at its first event.
+Switches missing from the trace (out of the idle task on some kernels) are
+put back first (`switches.complete_switches`).
 
 Spans outside the traced time (before tracing started, or after a CPU's
 buffer filled) are `untraced`. A span's primary cause is its explained
@@ -59,7 +54,6 @@ events of that class.
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -69,6 +63,7 @@ from ..analysis.groundtruth import inside_windows
 from ..tables import Table
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .store import EventSource
+from .switches import UNKNOWN_STATE, complete_switches
 
 CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "unexplained",
           "untraced")
@@ -156,13 +151,6 @@ class _TimelineBuilder:
         self.task = -1
         self.pid = -1
         self.since = np.iinfo(np.int64).min
-        # Some switches are missing from the trace (see the module docstring).
-        # Since the last switch: the tasks woken, when the handler that woke
-        # each ended, and the first event seen in the context of a task other
-        # than the current one.
-        self.woken: dict[int, str] = {}
-        self.handler_ends: dict[int, int] = {}
-        self.seen: dict[int, int] = {}
 
     def task_id(self, pid: int, comm: str) -> int:
         return self.tasks.setdefault((pid, comm), len(self.tasks))
@@ -206,12 +194,8 @@ class _TimelineBuilder:
         elif timer_vector:
             self.context_labels[entry.index] = self.labels.id("timer", functions[0])
 
-    def event(self, ts: int, name: str, number: int, text: str, pid: int = -1) -> None:
+    def event(self, ts: int, name: str, number: int, text: str) -> None:
         labels = self.labels
-        if pid >= 0 and self.pid >= 0 and pid != self.pid:  # a switch to `pid` is missing
-            self.seen.setdefault(pid, ts)
-            if pid in self.woken:
-                self.missed_switch(ts, pid, self.woken[pid])
         if self.stack and self.stack[-1].kind == "fault":
             self.stack.pop()  # a fault lasts until the next event
         if name.endswith("_entry") and name[:-6] in IPI_NAMES:
@@ -239,48 +223,22 @@ class _TimelineBuilder:
                 if entry.functions is not None:
                     entry.functions.append(text)
                     break
-        elif name == "sched_wakeup":
-            self.woken.setdefault(number, text)
-            if number == self.owner:
-                self.owner_wakeups.append(ts)
-                for entry in reversed(self.stack):
-                    if entry.functions is not None:
-                        entry.woke_owner = entry.functions[-1] if entry.functions else "hrtimer"
-                        break
+        elif name == "sched_wakeup" and number == self.owner:
+            self.owner_wakeups.append(ts)
+            for entry in reversed(self.stack):
+                if entry.functions is not None:
+                    entry.woke_owner = entry.functions[-1] if entry.functions else "hrtimer"
+                    break
         elif name in ("page_fault_user", "page_fault_kernel"):
             self.push("fault", 0, labels.id("fault", name[len("page_fault_"):]))
-        if not self.stack:  # the kernel can switch to a woken task from here on
-            for woken in self.woken:
-                self.handler_ends.setdefault(woken, ts)
         self.mark(ts)
 
-    def switch(self, ts: int, prev_pid: int, prev_comm: str, prev_state: str, next_pid: int,
-               next_comm: str) -> None:
-        if self.pid >= 0 and prev_pid >= 0 and prev_pid != self.pid:  # a switch to prev is missing
-            self.missed_switch(ts, prev_pid, prev_comm)
-        if prev_pid == self.owner and not prev_state.startswith("R"):
+    def switch(self, ts: int, prev_pid: int, prev_state: str, next_pid: int, next_comm: str) -> None:
+        if prev_pid == self.owner and prev_state[:1] not in ("R", UNKNOWN_STATE):
             self.owner_sleeps.append(ts)
         self.stack.clear()  # no handler stays open across a context switch
         self.task, self.pid, self.since = self.task_id(next_pid, next_comm), next_pid, ts
-        self.woken.clear()
-        self.handler_ends.clear()
-        self.seen.clear()
         self.mark(ts)
-
-    def missed_switch(self, evidence_ts: int, pid: int, comm: str) -> None:
-        """Task `pid` is running but the switch to it is not in the trace: it
-        took the CPU when the handler that woke it ended (as it does from
-        idle, or preempting a task of lower priority), else at the first
-        event seen in its context, else now. The segments since then become
-        its own."""
-        since = self.handler_ends.get(pid, self.seen.get(pid, evidence_ts))
-        task = self.task_id(pid, comm)
-        for i in range(bisect_left(self.starts, since), len(self.starts)):
-            self.task_ids[i], self.pids[i], self.sinces[i] = task, pid, since
-        self.task, self.pid, self.since = task, pid, since
-        self.woken.clear()
-        self.handler_ends.clear()
-        self.seen.clear()
 
 
 def _overlays(events: Table, labels: Labels, osnoise: set[str]) -> tuple[np.ndarray, np.ndarray,
@@ -313,15 +271,18 @@ def osnoise_classes(present: set[str]) -> set[str]:
 
 # Kinds of items in a CPU's merged stream, in the order they are handled at
 # equal times: overlays end, tasks switch, overlays begin, then the events in
-# the order the kernel recorded them.
-_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT = range(4)
+# the order the kernel recorded them, then the switches inferred (they follow
+# the exit of the handler that woke the task).
+_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT, _INFERRED_SWITCH = range(5)
 _BATCH = 65_536
 
 
 def build_timeline(events: Table, switches: Table, labels: Labels,
                    tasks: dict[tuple[int, str], int], osnoise: set[str],
                    owner: int | None = None) -> Timeline:
-    """Replay one CPU's events (both tables restricted to it, each by time)."""
+    """Replay one CPU's events (both tables restricted to it, each by time),
+    with the switches missing from the trace put back."""
+    switches = complete_switches(switches, events)
     builder = _TimelineBuilder(labels, tasks, osnoise, owner)
     if switches.rows:
         builder.pid = int(switches["prev_pid"][0])
@@ -330,23 +291,22 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
     kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
                       [len(ev_ts), len(sw_ts), len(overlay), len(overlay)])
+    kinds[len(ev_ts):len(ev_ts) + len(sw_ts)][switches["inferred"]] = _INFERRED_SWITCH
     refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(len(overlay)),
                            np.arange(len(overlay))])
     order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start,
                                                       ev_ts[overlay]])))
     names, numbers, texts = events["event"], events["number"], events["name"]
     next_pid, next_comm = switches["next_pid"], switches["next_comm"]
-    prev_pid, prev_comm, event_pid = switches["prev_pid"], switches["prev_comm"], events["pid"]
-    prev_state = switches["prev_state"]
+    prev_pid, prev_state = switches["prev_pid"], switches["prev_state"]
     builder.mark(np.iinfo(np.int64).min)
     for first in range(0, len(order), _BATCH):  # a batch at a time keeps memory flat
         batch = order[first:first + _BATCH]
         for kind, ref in zip(kinds[batch].tolist(), refs[batch].tolist(), strict=True):
             if kind == _EVENT:
-                builder.event(int(ev_ts[ref]), names[ref], int(numbers[ref]), texts[ref],
-                              int(event_pid[ref]))
-            elif kind == _SWITCH:
-                builder.switch(int(sw_ts[ref]), int(prev_pid[ref]), prev_comm[ref], prev_state[ref],
+                builder.event(int(ev_ts[ref]), names[ref], int(numbers[ref]), texts[ref])
+            elif kind in (_SWITCH, _INFERRED_SWITCH):
+                builder.switch(int(sw_ts[ref]), int(prev_pid[ref]), prev_state[ref],
                                int(next_pid[ref]), next_comm[ref])
             elif kind == _OVERLAY_ENTRY:
                 builder.push("overlay", ref, int(overlay_label[ref]))
