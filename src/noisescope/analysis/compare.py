@@ -74,8 +74,13 @@ RUN_METRICS = {m.name: m for m in (
     _info("maxrss_kib", "max RSS", "KiB"),
     _info("minor_faults", "minor faults", "count"),
     _info("major_faults", "major faults", "count"),
+    # SMT sibling occupancy (where traced): what the sibling of a workload CPU ran
+    _info("sibling_same_pct", "sibling same %", "%", None),
+    _info("sibling_idle_pct", "sibling idle %", "%", None),
+    _info("sibling_foreign_pct", "sibling foreign %", "%"),
 )}
-DEFAULT_RUN_METRICS = ("wall_ns", "user_ns", "sys_ns", "system_context_switches_per_s")
+DEFAULT_RUN_METRICS = ("wall_ns", "user_ns", "sys_ns", "system_context_switches_per_s",
+                       "sibling_same_pct", "sibling_idle_pct", "sibling_foreign_pct")
 PERTURBATION_METRICS = ("wall_ns", "user_ns", "sys_ns")
 
 # Per-CPU summary fields compared by default, per probe; other probes (imported
@@ -303,7 +308,9 @@ def _runs_observations(bundle: Bundle, selection: MetricSelection, obs: _Observa
             own = _workload_metrics(bundle, workload)
             for metric in metrics:
                 values = ok[metric.name].astype(np.float64)
-                if metric.name.startswith("metric_"):
+                if metric.name.startswith("sibling_"):
+                    values = values[~np.isnan(values)]  # runs without a trace have none
+                elif metric.name.startswith("metric_"):
                     if metric.title not in own:
                         continue  # another workload's metric
                     found = values[~np.isnan(values)]
@@ -402,9 +409,10 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
         if not bundle.complete:
             notes.append(Diagnostic(Code.INTERRUPTED, f"{bundle.path or bundle.name} is "
                                     f"incomplete: what it measured is included"))
-        if bundle.has_table("runs"):
+        if bundle.has_table("runs"):  # its summaries are made of the runs
             _runs_observations(bundle, selection, obs, notes)
-        _summary_observations(bundle, selection, per_cpu, obs)
+        else:
+            _summary_observations(bundle, selection, per_cpu, obs)
     selection.check_known()
     if not obs.values:
         raise UsageError("the bundles hold no values to compare",

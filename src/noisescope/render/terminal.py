@@ -9,7 +9,7 @@ from rich.table import Table as RichTable
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
-from .bench import bench_lines, workloads_table
+from .bench import bench_lines, occupancy_table, workloads_table
 from .trace import causes_table, scan_worst_table, scan_worst_wakeups_table, trace_lines, wakeup_causes_table
 
 
@@ -161,6 +161,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "timerlat": [timerlat_table],
     "oslat": [oslat_table],
     "workloads": [workloads_table],
+    "occupancy": [occupancy_table],
     "attribution": [causes_table, scan_worst_table],
     "late_wakeups": [wakeup_causes_table, scan_worst_wakeups_table],
 }
