@@ -177,9 +177,11 @@ def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -
 
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
-         destination: str | os.PathLike[str] | None = None, kind: str = "scan") -> Bundle:
+         destination: str | os.PathLike[str] | None = None, kind: str = "scan",
+         amend: Callable[[Bundle], None] | None = None) -> Bundle:
     """Measure, and write the bundle to `destination` if given (checked first).
-    `kind` names the command in the manifest (a `timerlat` run is a scan too)."""
+    `kind` names the command in the manifest (a `timerlat` run is a scan too);
+    `amend` completes the manifest before it is written."""
     from .bundle import check_destination
 
     started = utc_now()
@@ -217,7 +219,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                                 Path(destination) if destination is not None else None)
     try:
         return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
-                        argv=argv, progress=progress, destination=destination, kind=kind)
+                        argv=argv, progress=progress, destination=destination, kind=kind, amend=amend)
     finally:
         tracing.close()
         tracing.discard()
@@ -225,7 +227,8 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
              schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
-             progress: ScanProgress | None, destination, kind: str) -> Bundle:
+             progress: ScanProgress | None, destination, kind: str,
+             amend: Callable[[Bundle], None] | None = None) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
     interrupted = False
@@ -268,6 +271,8 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted,
                           kind=kind, tracing=tracing)
+    if amend is not None:
+        amend(bundle)
     if destination is not None:
         bundle.write(destination)
     return bundle

@@ -90,10 +90,10 @@ def timerlat(options: TimerlatOptions, *, argv: list[str] | None = None,
         check_destination(Path(destination))
     facts = facts or live_host_facts()
     with cpu_latency_request(options.dma_latency_us) as dma_latency:
-        bundle = scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
-                      kind="timerlat")
-    bundle.manifest["privileges"]["dma_latency"] = dma_latency
-    bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
-    if destination is not None:
-        bundle.write(destination)
-    return bundle
+        def amend(bundle: Bundle) -> None:
+            bundle.manifest["privileges"]["dma_latency"] = dma_latency
+            bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
+
+        # Written by the scan: the trace goes to Parquet beside the bundle, not memory.
+        return scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
+                    destination=destination, kind="timerlat", amend=amend)

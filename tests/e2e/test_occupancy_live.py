@@ -135,3 +135,21 @@ def test_the_workload_tasks_are_its_fork_tree():
                     "pid": np.array([10, 10, 11, 99]), "number": np.array([11, 50, 12, 13]),
                     "name": np.array(["a", "b", "c", "d"], object)})
     assert run_tasks(10, events) == {10, 11, 12}  # not the woken 50, not 99's child
+
+
+@needs_tracefs
+def test_sigterm_during_a_traced_bench_keeps_the_runs_and_leaves_no_instance(tmp_path):
+    from ..helpers import interrupted_run
+    from .test_scan_cli import CLI
+    from .test_trace import our_instances
+
+    out = tmp_path / "b"
+    proc = interrupted_run([*CLI, "bench", "--siblings", "0,1", "--cpus", "0", "--runs", "50",
+                            "--warmup", "0", "-q", "-o", str(out), "--", "sleep", "0.1"], 2.5,
+                           sig=15)
+    assert proc.returncode == 130, proc.stderr
+    assert f"noisescope-{proc.pid}" not in our_instances()
+    bundle = noisescope.load(out)
+    assert not bundle.complete and 3 <= bundle.runs.rows < 50
+    finished = bundle.runs.filter(bundle.runs.status == "ok")
+    assert set(finished.order.tolist()) <= set(bundle.occupancy.order.tolist())

@@ -19,7 +19,7 @@ from ..conftest import FIXTURES
 from ..helpers import assert_usage_error, interrupted_run, measure_quietly
 from ..unit.test_bundle import validate
 from .test_scan_cli import CLI, run
-from .test_trace import needs_tracefs
+from .test_trace import needs_tracefs, our_instances
 
 
 def check_consistent(bundle, loops=None):
@@ -234,6 +234,11 @@ def test_ctrl_c_keeps_the_latencies_measured(tmp_path):
     assert not bundle.complete
     check_consistent(bundle)
     assert all(s["samples"] > 500 for s in bundle.summaries["timerlat"])
+    # tracing (where it ran) is undone and what it recorded is kept and explained
+    assert f"noisescope-{proc.pid}" not in our_instances()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no spool left
+    if bundle.manifest["trace"]["enabled"]:
+        assert bundle.events.rows > 0 and "late_wakeups" in bundle.summaries
 
 
 CYCLICTEST = FIXTURES / "imports" / "cyclictest"
