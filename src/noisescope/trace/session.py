@@ -289,10 +289,12 @@ class TraceSession:
             raise RuntimeError("the trace session is not open")
         return self._instance
 
-    def start(self) -> None:
-        """Empty the buffers and start recording."""
+    def start(self, clear: bool = True) -> None:
+        """Empty the buffers (unless told they are: the raw reader consumed
+        them; clearing costs an RCU grace period, tens of ms) and start recording."""
         instance = self.instance
-        instance.write("trace", "")  # truncating `trace` empties the instance's buffers
+        if clear or self.layout is None:
+            instance.write("trace", "")  # truncating `trace` empties the instance's buffers
         self._lost_before = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) for cpu in self.cpus}
         # The recording's bounds hold every event: read before tracing starts
         # and after it stops (the writes themselves can record events).

@@ -120,6 +120,7 @@ class SiblingRecorder:
     session: TraceSession
     workdir: Path
     lost_runs: list[int] = field(default_factory=list)  # runs whose trace ended early
+    started: bool = False
 
     @classmethod
     def open(cls, plan: OccupancyPlan, clock: MeasurementClock,
@@ -142,7 +143,9 @@ class SiblingRecorder:
         self.close()
 
     def start(self) -> None:
-        self.session.start()
+        """Record (from empty buffers: the last stop read them out)."""
+        self.session.start(clear=not self.started)
+        self.started = True
 
     def stop(self) -> Recording:
         """Stop recording; the buffers are copied to files."""
