@@ -5,7 +5,8 @@ with --siblings 0,1. Ground truth: the workload pins a spinner to CPU 0 and,
 in configuration `pair`, a second one to CPU 1; a spinner started by the
 test (not part of the workload) keeps CPU 1 busy throughout. So CPU 1 is
 never idle while the workload runs on CPU 0: in `alone` its sibling ran
-only foreign tasks (ours, and the machine's), never the workload; in `pair`
+only foreign tasks (ours, and the machine's), and the workload only for the
+moments its shell (free to use both CPUs) starts the spinner; in `pair`
 it ran the workload's second spinner part of the time and foreign tasks
 otherwise.
 """
@@ -79,21 +80,22 @@ def test_sibling_occupancy_of_declared_siblings(tmp_path, foreign_spinner_on_cpu
         assert workload > 0.1e9 and same + idle + foreign + unknown == workload
         assert idle + unknown <= 0.05 * workload, (config, idle, unknown, workload)
         if config == "alone":
-            assert same == 0  # the workload never ran on CPU 1
+            assert same <= 0.02 * workload  # only its shell, while it started the spinner
         else:
-            assert same > 0
+            assert same > 0.02 * workload
     per_run = {c: runs.filter(runs.configuration == c) for c in ("alone", "pair")}
-    assert (per_run["alone"].sibling_same_pct == 0).all()
-    assert (per_run["pair"].sibling_same_pct > 0).all()
+    assert (per_run["alone"].sibling_same_pct <= 2).all()
+    assert (per_run["pair"].sibling_same_pct > 2).all()
     rows = {(r["configuration"], r["workload_cpu"]): r for r in bundle.summaries["occupancy"]}
-    assert rows[("alone", 0)]["same_pct"] == 0 and rows[("pair", 0)]["same_pct"] > 0
+    assert rows[("alone", 0)]["same_pct"] <= 2 < rows[("pair", 0)]["same_pct"]
 
     compared = run("compare", str(out / "runs"), "--format", "json", "--metrics",
                    "sibling_same_pct,sibling_foreign_pct")
     assert compared.returncode == 0, compared.stderr
     shown = {(r["configuration"], r["metric"]): r for r in json.loads(compared.stdout)["rows"]}
-    assert shown[("vm/alone", "sibling_same_pct")]["mean"] == 0
-    assert shown[("vm/pair", "sibling_same_pct")]["mean"] > 0
+    assert shown[("vm/alone", "sibling_same_pct")]["mean"] <= 2
+    pair = shown[("vm/pair", "sibling_same_pct")]
+    assert pair["mean"] > 2 and pair["change_unit"] == "pp"  # a difference: the baseline is ~0
 
 
 def test_without_tracing_the_runs_go_on_and_say_so(tmp_path, monkeypatch, capsys):
