@@ -205,7 +205,9 @@ def test_switches_put_back_give_a_task_its_cpu_time(tmp_path, live_facts):
     completed = traced(complete_switches(capture.events.switches, capture.events.events))
     raw = traced(capture.events.switches)
     assert abs(completed - charged) <= 0.1 * charged, (completed, raw, charged)
-    assert abs(raw - charged) > abs(completed - charged)
+    # (on an idle CPU the raw trace credits it with a fraction of that; when
+    # other tasks kept the CPU busy, no switch was missing and both agree)
+    assert abs(completed - charged) <= abs(raw - charged)
 
 
 def task_pid(switches, capture) -> int:
