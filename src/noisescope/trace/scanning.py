@@ -171,8 +171,11 @@ class ScanTracing:
             tables["detour_causes"] = attribution.causes
             summaries["attribution"] = attribution_summary(tables["detours"], attribution.causes, trace)
         series = tables.get("timerlat")
-        if series is not None and series.rows and any(c.event_count + c.switch_count
-                                                      for p, c in self.captures if p == "timerlat"):
+        if series is not None and not series.rows and summaries.get("timerlat"):
+            self.session.info.notes.append("late wakeups not explained: the timerlat series was "
+                                           "not stored (--no-series)")
+        elif series is not None and series.rows and any(c.event_count + c.switch_count
+                                                        for p, c in self.captures if p == "timerlat"):
             late = explain_late_wakeups(series, self.options.wakeup_threshold_ns,
                                         summaries["timerlat"], trace, coverage)
             tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
