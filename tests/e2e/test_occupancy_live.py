@@ -67,7 +67,7 @@ def test_sibling_occupancy_of_declared_siblings(tmp_path, foreign_spinner_on_cpu
     assert "SMT sibling occupancy (while a CPU ran the workload" in done.stdout
     bundle = noisescope.load(out / "runs")
     validate(bundle.manifest)
-    assert bundle.parameters["occupancy"] == {"mode": "on", "siblings": [[0, 1]], "buffer_kb": 8192}
+    assert bundle.parameters["occupancy"] == {"mode": "on", "siblings": [[0, 1]], "buffer_kb": None}
     runs, table = bundle.runs, bundle.occupancy
     assert sorted(set(table.order.tolist())) == sorted(runs.order.tolist())
     # every run found its shell and both (or one) spinners through the forks

@@ -41,7 +41,7 @@ from .tracefs import TracingUnavailable
 
 MODES = ("auto", "on", "off")
 TRACEPOINTS = (SCHED_WAKEUP, SCHED_FORK, SCHED_SWITCH)
-BUFFER_KB = 8_192  # per traced CPU: about 100,000 switches in one run
+RECORDING_NS = 1_000_000_000  # sizes the default buffers: the session's minimum, 8 MiB per CPU
 OCCUPANCY_COLUMNS = ("order", "cpu", "sibling", "traced_ns", "tasks", "workload_ns",
                      *(f"{c}_ns" for c in CATEGORIES))
 
@@ -50,7 +50,8 @@ OCCUPANCY_COLUMNS = ("order", "cpu", "sibling", "traced_ns", "tasks", "workload_
 class OccupancyOptions:
     mode: str = "auto"
     siblings: tuple[tuple[int, ...], ...] = ()  # declared sibling groups, instead of the host's
-    buffer_kb: int = BUFFER_KB
+    buffer_kb: int | None = None  # per traced CPU; None: 8 MiB (about 100,000 switches a run),
+    # less where the CPUs' buffers would take over a quarter of the available memory
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -127,7 +128,7 @@ class SiblingRecorder:
              options: OccupancyOptions) -> SiblingRecorder:
         """Set up the session (TracingUnavailable if it cannot be)."""
         session = TraceSession(plan.traced, clock, buffer_kb=options.buffer_kb,
-                               tracepoints=TRACEPOINTS)
+                               recording_ns=RECORDING_NS, tracepoints=TRACEPOINTS)
         session.open()
         return cls(plan, session, Path(tempfile.mkdtemp(prefix="noisescope-occupancy-")))
 
