@@ -40,6 +40,16 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def manifest_head(kind: str, *, label: str | None, started_utc: str, argv: list[str] | None,
+                  complete: bool) -> dict:
+    """The fields every manifest starts with (finished now)."""
+    import sys
+
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, "tool": tool_info(),
+            "argv": list(argv if argv is not None else sys.argv), "label": label,
+            "started_utc": started_utc, "finished_utc": utc_now(), "complete": complete}
+
+
 class Bundle:
     """A measurement in memory: the manifest (a dict) and named Tables."""
 
@@ -108,6 +118,10 @@ class Bundle:
     def has_table(self, name: str) -> bool:
         return name in self.table_names
 
+    def add_table(self, name: str, table: Table) -> None:
+        """Add (or replace) a table before the bundle is written."""
+        self._tables[name] = table
+
     def __getattr__(self, name: str) -> Table:
         # bundle.detours, bundle.ftq, ... for notebooks
         if name.startswith("_"):
@@ -130,20 +144,7 @@ class Bundle:
         with _signals_held():
             partial.mkdir()
             try:
-                entries = {}
-                for name, table in sorted(self._tables.items()):
-                    file = f"{name}.parquet"
-                    if isinstance(table, StoredTable):
-                        shutil.copyfile(table.path, partial / file)  # the caller removes its file
-                    else:
-                        _write_table(table, partial / file)
-                    entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
-                self.manifest["tables"] = entries
-                with open(partial / MANIFEST, "w") as out:
-                    json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
-                    out.write("\n")
-                    out.flush()
-                    os.fsync(out.fileno())
+                self._write_files(partial)
                 os.rename(partial, destination)  # replaces an empty directory too
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
@@ -151,6 +152,43 @@ class Bundle:
         self.path = destination
         self._tables = {n: t for n, t in self._tables.items() if not isinstance(t, StoredTable)}
         return destination
+
+    def write_into(self, directory: str | os.PathLike[str]) -> Path:
+        """Write into an existing directory that holds other things (a fleet bundle
+        beside its nodes' bundles): the tables first, then the manifest by an atomic
+        rename, so the bundle is complete on disk or absent."""
+        destination = Path(directory)
+        if (destination / MANIFEST).exists():
+            raise UsageError(f"{destination} already holds a bundle",
+                             "choose another -o or remove it")
+        partial = destination / f".partial-{os.getpid()}"
+        with _signals_held():
+            partial.mkdir()
+            try:
+                self._write_files(partial)
+                for entry in self.manifest["tables"].values():
+                    os.rename(partial / entry["file"], destination / entry["file"])
+                os.rename(partial / MANIFEST, destination / MANIFEST)
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
+        self.path = destination
+        return destination
+
+    def _write_files(self, directory: Path) -> None:
+        entries = {}
+        for name, table in sorted(self._tables.items()):
+            file = f"{name}.parquet"
+            if isinstance(table, StoredTable):
+                shutil.copyfile(table.path, directory / file)  # the caller removes its file
+            else:
+                _write_table(table, directory / file)
+            entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
+        self.manifest["tables"] = entries
+        with open(directory / MANIFEST, "w") as out:
+            json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
 
 
 def _json_default(value):

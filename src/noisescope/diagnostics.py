@@ -26,6 +26,8 @@ class Code(str, Enum):
     METRIC_MISSING = "metric_missing"
     TOO_FEW_RUNS = "too_few_runs"
     PLACEMENT = "placement"
+    RANK_MISSING = "rank_missing"
+    MISALIGNED = "misaligned"
 
 
 HINTS = {
@@ -48,6 +50,10 @@ HINTS = {
     Code.METRIC_MISSING: "check the --metric regular expression against the command's output",
     Code.TOO_FEW_RUNS: "use --runs 5 or more for a comparison between configurations",
     Code.PLACEMENT: "spread and packed differ only on machines with several NUMA nodes or sockets",
+    Code.RANK_MISSING: "the fleet summary leaves these ranks out; see their own messages, fix "
+                       "the cause and measure again",
+    Code.MISALIGNED: "ranks did not measure at the same moments; a loaded node starts late "
+                     "(use --rt, or a longer --timeout if set-up is slow)",
 }
 
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .analysis.spectrum import add_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
@@ -32,14 +33,19 @@ from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult
 from .probes import detour as detour_probe
 from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
+from .system import check_system
 from .tables import Table
-from .trace.scanning import ScanTracing, TraceOptions
+from .trace.scanning import ScanTracing, TraceOptions, release_free_memory
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
 SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
 SLEEPING_PROBES = {"timerlat"}
+# With a fixed start (start_mono_ns), probe k starts at start + k * (its schedule's
+# elapsed time + this gap): scans started together on several nodes stay aligned
+# probe after probe. The gap covers ending one probe and preparing the next.
+ALIGNED_PROBE_GAP_NS = 500_000_000
 
 ScanProgress = Callable[[str, float], None]  # probe name, fraction done
 
@@ -61,7 +67,7 @@ class ScanOptions:
     keep_series: bool = True  # timerlat: store every latency, not only the histogram
     injections: tuple[Injection, ...] = ()
     label: str | None = None
-    start_mono_ns: int = 0  # first window (CLOCK_MONOTONIC); 0: as soon as ready
+    start_mono_ns: int = 0  # first probe's first window (CLOCK_MONOTONIC); 0: as soon as ready
     trace: TraceOptions = TraceOptions()  # kernel tracing to explain detours
 
     def to_dict(self) -> dict:
@@ -175,12 +181,22 @@ def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -
                             threshold_ns=options.threshold_ns, max_detours=options.max_detours)
 
 
+def probe_start_ns(first_ns: int, schedule, index: int) -> int:
+    """When probe number `index` starts if the scan starts at `first_ns` (0: each
+    probe as soon as it is ready)."""
+    return first_ns + index * (schedule.elapsed_ns + ALIGNED_PROBE_GAP_NS) if first_ns else 0
+
+
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
          destination: str | os.PathLike[str] | None = None, kind: str = "scan",
+         on_ready: Callable[[], int] | None = None,
          amend: Callable[[Bundle], None] | None = None) -> Bundle:
     """Measure, and write the bundle to `destination` if given (checked first).
-    `kind` names the command in the manifest (a `timerlat` run is a scan too);
+    `kind` names the command in the manifest (a `timerlat` run is a scan too).
+    `on_ready`, if given, is called once everything is checked and the clock is
+    known, just before measuring; it returns the start (CLOCK_MONOTONIC ns) to
+    use instead of options.start_mono_ns (cluster scans agree on it there).
     `amend` completes the manifest before it is written."""
     from .bundle import check_destination
 
@@ -219,7 +235,8 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                                 Path(destination) if destination is not None else None)
     try:
         return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
-                        argv=argv, progress=progress, destination=destination, kind=kind, amend=amend)
+                        argv=argv, progress=progress, destination=destination, kind=kind,
+                        on_ready=on_ready, amend=amend)
     finally:
         tracing.close()
         tracing.discard()
@@ -228,8 +245,11 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
              schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
              progress: ScanProgress | None, destination, kind: str,
+             on_ready: Callable[[], int] | None,
              amend: Callable[[Bundle], None] | None = None) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
+    if on_ready is not None:
+        options = replace(options, start_mono_ns=on_ready())
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
@@ -238,11 +258,11 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
             scan_plan.privileges["mlockall"] = locking
             if locking != "locked":
                 scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
-            for name in options.probes:
+            for index, name in enumerate(options.probes):
                 report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
                 ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
-                                   options.injections, injector_priority, options.start_mono_ns,
-                                   report)
+                                   options.injections, injector_priority,
+                                   probe_start_ns(options.start_mono_ns, schedule, index), report)
                 if name == "detour" and tracing.wants_cost_reference():
                     reference = _cost_reference(ctx, options, min(options.trace.cost_reference_ns,
                                                                   options.duration_ns))
@@ -271,6 +291,9 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
                           results, started=started, argv=argv, complete=not interrupted,
                           kind=kind, tracing=tracing)
+    bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
+    add_spectra(bundle)
+    release_free_memory()  # the spectra's temporaries, before pyarrow writes the bundle
     if amend is not None:
         amend(bundle)
     if destination is not None:

@@ -33,7 +33,7 @@ def test_scan_writes_a_valid_bundle_and_show_reprints_it(tmp_path):
     bundle = noisescope.load(out)
     validate(bundle.manifest)
     assert bundle.complete and bundle.label == "ci<b>"
-    assert set(bundle.summaries) - {"attribution"} == {"detour", "ftq", "fwq"}
+    assert set(bundle.summaries) - {"attribution"} == {"detour", "ftq", "fwq", "spectrum"}
     cpus = bundle.parameters["cpus"]
     assert sorted(s["cpu"] for s in bundle.summaries["detour"]) == cpus
     assert bundle.detours.rows == sum(s["stored"] for s in bundle.summaries["detour"])
@@ -75,7 +75,7 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
     assert "interrupted" in [w.code.value for w in bundle.warnings]
     detour = bundle.summaries["detour"]
     # ftq and fwq never started (the detours are explained where traced)
-    assert [k for k in bundle.summaries if k != "attribution"] == ["detour"]
+    assert [k for k in bundle.summaries if k != "attribution"] == ["detour", "spectrum"]
     assert all(1e9 < s["measured_ns"] < 15e9 for s in detour)
     assert bundle.detours.rows > 0
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial left

@@ -67,7 +67,8 @@ def test_scan_runs_timerlat_beside_the_other_probes(tmp_path):
     bundle = noisescope.load(out)
     validate(bundle.manifest)
     traced = bundle.manifest["trace"]["enabled"]
-    assert list(bundle.summaries) == ["ftq", "timerlat"] + (["late_wakeups"] if traced else [])
+    assert list(bundle.summaries) == ["ftq", "timerlat", *(["late_wakeups"] if traced else []),
+                                      "spectrum"]  # the FTQ series gives a spectrum
     check_consistent(bundle, loops=4000)  # 1 s / 250 us on every CPU
     assert "Timer latency" in done.stdout and "FTQ" in done.stdout
 

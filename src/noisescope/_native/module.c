@@ -464,6 +464,19 @@ static PyObject *native_min_work(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLongLong(best);
 }
 
+static PyObject *native_timed_work(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long units, unit_iters;
+    if (!PyArg_ParseTuple(args, "KK", &units, &unit_iters))
+        return NULL;
+    uint64_t took;
+    Py_BEGIN_ALLOW_THREADS
+    took = ns_timed_work(units, unit_iters);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromUnsignedLongLong(took);
+}
+
 static PyObject *native_histogram_lower_bounds(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -534,6 +547,8 @@ static PyMethodDef methods[] = {
      "Shortest common gap (>= 1% of iterations) between clock reads over duration_ticks."},
     {"min_work_ticks", native_min_work, METH_VARARGS,
      "Fewest ticks taken by (units, unit_iters) of work over repetitions."},
+    {"timed_work", native_timed_work, METH_VARARGS,
+     "Ticks taken by (units, unit_iters) of work, done once."},
     {"histogram_lower_bounds", native_histogram_lower_bounds, METH_NOARGS,
      "Lower bound in ticks of every bucket of the gap histogram."},
     {"cpuid", native_cpuid, METH_VARARGS, "CPUID (leaf, subleaf) -> (eax, ebx, ecx, edx)."},

@@ -144,6 +144,7 @@ uint64_t ns_detour_window(struct ns_detour *d, uint64_t prev, uint64_t end,
                           volatile int64_t *stop);
 uint64_t ns_ftq_window(struct ns_ftq *f, uint64_t begin, uint64_t end, volatile int64_t *stop);
 uint64_t ns_fwq_window(struct ns_fwq *f, uint64_t begin, uint64_t end, volatile int64_t *stop);
+uint64_t ns_timed_work(uint64_t units, uint64_t unit_iters);
 /* Timer latency works on CLOCK_MONOTONIC: deadlines in (begin_mono, end_mono]. */
 void ns_timerlat_prepare(struct ns_timerlat *tl);
 uint64_t ns_timerlat_window(struct ns_timerlat *tl, uint64_t begin_mono, uint64_t end_mono,

@@ -52,3 +52,15 @@ uint64_t ns_fwq_window(struct ns_fwq *f, uint64_t begin, uint64_t end, volatile 
     f->sink = x;
     return now;
 }
+
+/* One FWQ sample on its own, for callers that do other things between samples
+ * (cluster bsp: work, then an MPI collective): `units` units, timed. */
+uint64_t ns_timed_work(uint64_t units, uint64_t unit_iters)
+{
+    uint64_t x = 1, started = ns_ticks();
+    for (uint64_t u = 0; u < units; u++)
+        x = ns_work_unit(x, unit_iters);
+    uint64_t took = ns_ticks() - started;
+    __asm__ volatile("" : : "r"(x));
+    return took;
+}

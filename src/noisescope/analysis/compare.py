@@ -354,6 +354,39 @@ def _summary_observations(bundle: Bundle, selection: MetricSelection, per_cpu: b
                 obs.add(probe, metric, config, np.array([np.mean(list(per.values()))]))
 
 
+def _fleet_observations(bundle: Bundle, selection: MetricSelection, obs: _Observations, *,
+                        per_cpu: bool, per_node: bool, by_node: bool) -> None:
+    """A fleet bundle (cluster scan): by default its nodes are the units of the fleet's
+    configuration (one value per node, the mean over its CPUs), so that two fleets
+    compare with n = nodes; per_node: a row per node (nodes as rows), per_cpu: a row
+    per node and CPU; by_node: every node is a configuration of its own ("fleet/node"),
+    its CPUs the units, so that nodes compare against each other."""
+    config = configuration_name(bundle)
+    for probe, rows in bundle.summaries.items():
+        rows = [r for r in rows if isinstance(r, dict) and "node" in r and "cpu" in r]
+        if not rows:
+            continue
+        names = [k for k, v in rows[0].items() if _is_number(v) and k not in ("cpu", "rank")]
+        for name in [k for k in names if selection.wants_summary_field(probe, k)]:
+            metric = summary_metric(name)
+            per: dict[str, dict[int, float]] = {}
+            for r in rows:
+                if _is_number(r.get(name)):
+                    per.setdefault(str(r["node"]), {})[r["cpu"]] = float(r[name])
+            for node, cpus in per.items():
+                values = np.array(list(cpus.values()))
+                if by_node:
+                    obs.add(probe, metric, f"{config}/{node}", values)
+                elif per_cpu:
+                    for cpu, value in cpus.items():
+                        obs.add(f"{probe} {node} cpu{cpu}", metric, config, np.array([value]))
+                elif per_node:
+                    obs.add(f"{probe} {node}", metric, config, np.array([values.mean()]))
+            if per and not (by_node or per_cpu or per_node):
+                obs.add(probe, metric, config,
+                        np.array([np.mean(list(c.values())) for c in per.values()]))
+
+
 def _where(row: dict) -> str:
     """'cpu3', or 'thread0' for imported results that do not say the CPU."""
     return f"cpu{row['cpu']}" if row.get("cpu") is not None else f"thread{row.get('thread', 0)}"
@@ -398,8 +431,9 @@ def _verdict(change: float | None, significant: bool, better: str | None) -> str
 def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
             metrics: Iterable[str] | None = None, per_cpu: bool = False, alpha: float = ALPHA,
             confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-            seed: int = 0) -> Comparison:
-    """Compare every configuration with the baseline (default: the first)."""
+            seed: int = 0, per_node: bool = False, by_node: bool = False) -> Comparison:
+    """Compare every configuration with the baseline (default: the first).
+    per_node and by_node apply to fleet bundles (see _fleet_observations)."""
     from scipy.stats import false_discovery_control, mannwhitneyu
 
     if not bundles:
@@ -416,6 +450,9 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
                                     f"incomplete: what it measured is included"))
         if bundle.has_table("runs"):  # its summaries are made of the runs
             _runs_observations(bundle, selection, obs, notes)
+        elif bundle.kind == "fleet":
+            _fleet_observations(bundle, selection, obs, per_cpu=per_cpu, per_node=per_node,
+                                by_node=by_node)
         else:
             _summary_observations(bundle, selection, per_cpu, obs)
     selection.check_known()

@@ -22,6 +22,13 @@ stdout = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WI
 stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPE_WIDTH)
 
 
+def plain_stdout() -> None:
+    """Plain text at pipe width on stdout: mpirun hands ranks a pseudo-terminal even
+    when its own output goes to a file."""
+    global stdout
+    stdout = Console(highlight=False, width=PIPE_WIDTH, color_system=None)
+
+
 class Progress:
     """One line per probe on stderr; on a terminal it updates in place."""
 

@@ -19,6 +19,8 @@ EXAMPLES
   noisescope compare results/*/ --format markdown > table.md
   noisescope compare experiment-dir/ --metrics wall_ns,user_ns,sys_ns --format csv
   noisescope compare scan-a1 scan-a2 scan-b1 scan-b2 --per-cpu   # scans: same label = repetitions
+  noisescope compare fleet-before/ fleet-after/ --per-node        # cluster scans, node by node
+  noisescope compare fleet/ --by-node --baseline fleet/node001    # one fleet: node against node
 """
 
 
@@ -47,13 +49,18 @@ def expand(paths: tuple[str, ...]) -> list[Path]:
               "p99, max for scans)")
 @click.option("--per-cpu", is_flag=True, help="compare per-CPU summaries CPU by CPU instead of "
               "their mean over CPUs")
+@click.option("--per-node", is_flag=True, help="fleet bundles: a row per node (default: the "
+              "nodes are the units of their fleet)")
+@click.option("--by-node", is_flag=True, help="fleet bundles: every node against the others "
+              "(each node a configuration, its CPUs the units)")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="terminal",
               show_default=True)
 @click.option("--alpha", default=ALPHA, show_default=True,
               help="significance level for the Benjamini-Hochberg adjusted p-values")
 @click.option("--resamples", default=RESAMPLES, show_default=True, help="bootstrap resamples")
 @click.option("--seed", default=0, show_default=True, help="bootstrap random seed")
-def compare_command(bundles, baseline, metrics, per_cpu, output_format, alpha, resamples, seed):
+def compare_command(bundles, baseline, metrics, per_cpu, per_node, by_node, output_format, alpha,
+                    resamples, seed):
     """Compare bench, run and scan bundles: per workload, metric and configuration,
     the change vs a baseline with a confidence interval and a corrected p-value."""
     if resamples < 100:
@@ -61,7 +68,8 @@ def compare_command(bundles, baseline, metrics, per_cpu, output_format, alpha, r
     loaded = [load(path) for path in expand(bundles)]
     comparison = compare(loaded, baseline=baseline,
                          metrics=metrics.split(",") if metrics else None, per_cpu=per_cpu,
-                         alpha=alpha, resamples=resamples, seed=seed)
+                         alpha=alpha, resamples=resamples, seed=seed, per_node=per_node,
+                         by_node=by_node)
     if output_format == "terminal":
         print_comparison(comparison, stdout)
         return 0

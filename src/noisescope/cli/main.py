@@ -21,15 +21,18 @@ from .. import __version__
 from ..errors import UsageError
 from .bench import bench_command
 from .cleanup import cleanup_command
+from .cluster import cluster_group
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 from .compare import compare_command
 from .explain import explain_command
 from .importing import import_command
 from .inject import inject_command
 from .predict import export_trace_command, predict_command
+from .report import report_command
 from .run import run_command
 from .scan import scan_command
 from .show import show_command
+from .system import system_group
 from .timerlat import timerlat_command
 
 
@@ -52,6 +55,9 @@ cli.add_command(predict_command, "predict")
 cli.add_command(export_trace_command, "export-trace")
 cli.add_command(explain_command, "explain")
 cli.add_command(cleanup_command, "cleanup")
+cli.add_command(cluster_group, "cluster")
+cli.add_command(system_group, "system")
+cli.add_command(report_command, "report")
 
 
 def _terminate(signum, frame):

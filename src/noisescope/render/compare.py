@@ -72,7 +72,8 @@ def format_change(change: Change | None) -> str:
 def method_lines(comparison: Comparison) -> list[str]:
     level = f"{comparison.confidence:.0%}"
     return [
-        f"baseline: {comparison.baseline}; n = runs (bench) or bundles (per-CPU summaries)",
+        f"baseline: {comparison.baseline}; n = runs (bench), bundles (per-CPU summaries) "
+        f"or nodes (fleets; CPUs with --by-node)",
         f"change: difference of the means vs the baseline, {level} CI from "
         f"{comparison.resamples} bootstrap resamples; p: Mann-Whitney U (two-sided), "
         f"q: Benjamini-Hochberg over all {_tests(comparison)} comparisons; "

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
@@ -127,6 +128,24 @@ def fwq_table(rows: list[dict]) -> RichTable:
     return t
 
 
+SOURCES_PER_SERIES = 3
+
+
+def spectrum_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="Periodic noise sources (spectrum of lost CPU time)", title_justify="left")
+    for name in ("CPU", "from", "frequency", "lines", "share %", "dB", "known as"):
+        t.add_column(name, justify="left" if name == "known as" else "right")
+    for s in rows:
+        sources = s["sources"][:SOURCES_PER_SERIES]
+        if not sources:
+            t.add_row(str(s["cpu"]), s["series"], "-", "-", "-", "-", "no periodic source found")
+        for src in sources:
+            t.add_row(str(s["cpu"]), s["series"], f"{src['frequency_hz']:.1f} Hz",
+                      str(len(src["harmonics"])), f"{src['share_pct']:.1f}",
+                      f"{src['strength_db']:.0f}", src["name"] or "")
+    return t
+
+
 def timerlat_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="Timer latency (wakeup - deadline)", title_justify="left")
     for name in ("CPU", "interval", "samples", "missed", "min", "avg", "max", "p50", "p99",
@@ -164,6 +183,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "occupancy": [occupancy_table],
     "attribution": [causes_table, scan_worst_table],
     "late_wakeups": [wakeup_causes_table, scan_worst_wakeups_table],
+    "spectrum": [spectrum_table],
 }
 
 
@@ -189,6 +209,11 @@ def print_bundle(bundle: Bundle, console: Console) -> None:
 
         print_prediction(Prediction.from_bundle(bundle), console)
         return
+    if bundle.kind in ("fleet", "bsp"):
+        from .fleet import print_fleet_bundle
+
+        print_fleet_bundle(bundle, console)
+        return
     for line in header_lines(bundle) + injection_lines(bundle) + bench_lines(bundle):
         console.print(line, highlight=False, markup=False)
     for probe, rows in bundle.summaries.items():
@@ -201,6 +226,10 @@ def print_bundle(bundle: Bundle, console: Console) -> None:
 
 
 def print_warnings(bundle: Bundle, console: Console) -> None:
+    system = system_line(bundle)
+    if system:
+        console.print()
+        console.print(system, style="dim", highlight=False, markup=False)
     print_diagnostics(bundle.warnings, console)
 
 
@@ -211,3 +240,28 @@ def print_diagnostics(warnings, console: Console) -> None:
     for w in warnings:
         console.print(f"warning: {w.message}", style="yellow", highlight=False, markup=False)
         console.print(f"  hint: {w.hint}", style="dim", highlight=False, markup=False)
+
+
+FINDING_STYLES = {"ok": "green", "advice": "yellow", "error": "red"}
+
+
+def findings_table(findings: list[dict]) -> RichTable:
+    """`system show` findings: one row per check, the advice under the finding."""
+    t = RichTable(box=None, show_header=False, pad_edge=False)
+    t.add_column("state", no_wrap=True)
+    t.add_column("check", no_wrap=True)
+    t.add_column("finding")
+    for f in findings:
+        text = Text(f["message"])
+        if f.get("advice"):
+            text.append(f"\n-> {f['advice']}", style="dim")
+        t.add_row(Text(f["state"], style=FINDING_STYLES.get(f["state"], "")), f["check"], text)
+    return t
+
+
+def system_line(bundle: Bundle) -> str | None:
+    """One line naming the system checks that gave advice when the bundle was measured."""
+    advised = [f["check"] for f in bundle.manifest.get("system", []) if f["state"] != "ok"]
+    if not advised:
+        return None
+    return f"system: advice on {', '.join(advised)} (details: noisescope system show)"

@@ -1,0 +1,454 @@
+"""Periodic noise sources: power spectra of the FTQ series and of the detour trace.
+
+Both probes become a uniform series of "fraction of the CPU lost" per sample:
+FTQ gives 1 - work/best for each quantum (quanta sit on absolute deadlines);
+the detour trace gives the time lost inside each BIN_NS bin, computed exactly
+from the detour intervals. Only measured time counts: every measuring window
+is cut into equal segments, and the spectrum is the average of the segments'
+periodograms (Welch without overlap), so the gaps between windows never enter
+the series as made-up samples.
+
+Peaks well above the local background (a running median, with a threshold set
+for a small false-alarm chance) are grouped into sources: a peak at an integer
+multiple of a lower source's frequency (or at the alias of one between the
+Nyquist and the sampling frequency) that is not much stronger than that source's
+lines is one of its harmonics. A source has a frequency (refined from its harmonics), the share of
+the noise's power (variance) its peaks hold, and a strength: its strongest
+line in dB over the background. Sources that are multiples of one frequency
+with no line of its own are one source whose fundamental is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from ..tables import Table
+
+SECOND = 1_000_000_000
+BIN_NS = 50_000  # detour trace sampling: Nyquist frequency 10 kHz
+SEGMENT_NS = 2 * SECOND  # longest stretch one periodogram covers (resolution 0.5 Hz)
+BACKGROUND_BINS = 101  # running median width for the background level
+FALSE_ALARM = 1e-3  # chance that pure noise shows one peak anywhere in a spectrum
+MAIN_LOBE = 2  # a Hann-windowed line spreads over +-2 bins
+MIN_CYCLES = 3  # a source must repeat at least this often per segment
+HARMONIC_EXCESS = 4.0  # a harmonic is at most this much stronger than the source's strongest line
+MAX_HARMONIC = 64
+MIN_COMB = 3  # sources needed to infer a fundamental that shows no line itself
+MAX_SOURCES = 8
+MIN_SHARE_PCT = 0.5  # weaker lines are listed in the spectrum table only
+NAME_TOLERANCE = 0.01  # a source within 1% of a known frequency takes its name
+CHUNK_SAMPLES = 65_536  # samples transformed at once: about 2 MB of temporaries
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """Mean periodogram of equal segments; power in (fraction of CPU)^2 per Hz."""
+
+    frequency_hz: np.ndarray
+    power: np.ndarray
+    sample_ns: int
+    segment_samples: int
+    segments: int
+
+    @property
+    def resolution_hz(self) -> float:
+        return SECOND / (self.segment_samples * self.sample_ns)
+
+    @property
+    def sampling_hz(self) -> float:
+        return SECOND / self.sample_ns
+
+
+def periodic_hann(n: int) -> np.ndarray:
+    return 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n) / n)
+
+
+def mean_periodogram(pieces: Iterable[np.ndarray], sample_ns: int,
+                     typical_samples: int | None = None) -> Spectrum | None:
+    """Average Hann-windowed periodogram of equal-length, mean-removed segments.
+
+    Each piece (one measuring window's series) is cut into segments of the
+    typical piece length (usual_length(), at most SEGMENT_NS); what is left
+    over at a piece's end is not used. Pieces are consumed one by one, so a generator keeps
+    memory bounded however long the measurement."""
+    if typical_samples is None:
+        pieces = list(pieces)
+        typical_samples = usual_length([len(p) for p in pieces])
+    length = min(typical_samples, int(SEGMENT_NS // sample_ns))
+    if length < 4 * MIN_CYCLES:
+        return None
+    window = periodic_hann(length)
+    total = np.zeros(length // 2 + 1)
+    per_chunk = max(1, CHUNK_SAMPLES // length)
+    pending: list[np.ndarray] = []
+    count = 0
+
+    def transform() -> None:
+        block = np.vstack(pending).astype(np.float64)
+        block -= block.mean(axis=1, keepdims=True)
+        spectrum = np.fft.rfft(block * window, axis=1)
+        total[:] += (spectrum.real ** 2 + spectrum.imag ** 2).sum(axis=0)
+        pending.clear()
+
+    for piece in pieces:
+        for k in range(len(piece) // length):
+            pending.append(piece[k * length:(k + 1) * length])
+            count += 1
+            if len(pending) == per_chunk:
+                transform()
+    if pending:
+        transform()
+    if count == 0:
+        return None
+    scale = sample_ns / SECOND / (window ** 2).sum()  # one-sided power spectral density
+    power = total * scale / count
+    power[1:-1 if length % 2 == 0 else None] *= 2
+    frequency = np.fft.rfftfreq(length, sample_ns / SECOND)
+    return Spectrum(frequency, power, sample_ns, length, count)
+
+
+def usual_length(lengths) -> int:
+    """A segment length that fits 90% of the pieces: windows a late start made a
+    sample shorter, or the short last window, then lose little or nothing."""
+    return int(np.percentile(lengths, 10)) if len(lengths) else 0
+
+
+def window_samples(windows: Table, cpu: int, probe: str, sample_ns: int) -> int:
+    """usual_length() of the pieces detour_pieces() makes from these windows."""
+    begin, end = _window_ranges(windows, cpu, probe)
+    return usual_length((end - begin) // sample_ns)
+
+
+def _window_ranges(windows: Table, cpu: int, probe: str) -> tuple[np.ndarray, np.ndarray]:
+    mine = windows.where(cpu=cpu, probe=probe)
+    order = np.argsort(mine["start_ns"])
+    return mine["start_ns"][order], mine["end_ns"][order]
+
+
+def lost_time_series(starts: np.ndarray, durations: np.ndarray, begin: int, end: int,
+                     bin_ns: int = BIN_NS) -> np.ndarray:
+    """Fraction of each bin in [begin, end) covered by detours (exact overlap)."""
+    bins = int((end - begin) // bin_ns)
+    edges = np.arange(bins + 1, dtype=np.int64) * bin_ns
+    order = np.argsort(starts, kind="stable")
+    s = starts[order] - begin
+    e = np.sort(s + durations[order])
+
+    # lost time before x = sum of clip(x - s, 0, d) = sum (x - s)+ - sum (x - e)+
+    def before(points: np.ndarray) -> np.ndarray:
+        sums = np.concatenate(([0], np.cumsum(points, dtype=np.int64)))
+        count = np.searchsorted(points, edges, side="left")
+        return count * edges - sums[count]
+
+    lost = before(s) - before(e)
+    return np.diff(lost) / bin_ns
+
+
+def detour_pieces(detours: Table, windows: Table, cpu: int, stored_until_ns: int | None
+                  ) -> Iterator[np.ndarray]:
+    """Lost-time series of each detour window of `cpu` that the stored trace covers."""
+    mine = detours.where(cpu=cpu)
+    order = np.argsort(mine["start_ns"], kind="stable")
+    starts, durations = mine["start_ns"][order], mine["duration_ns"][order]
+    for begin, end in zip(*_window_ranges(windows, cpu, "detour"), strict=True):
+        if stored_until_ns is not None and end > stored_until_ns:
+            break  # the buffer was full: later detours were counted but not stored
+        lo, hi = np.searchsorted(starts, [begin, end])
+        yield lost_time_series(starts[lo:hi], durations[lo:hi], int(begin), int(end))
+
+
+def ftq_pieces(ftq: Table, windows: Table, cpu: int) -> list[np.ndarray]:
+    """1 - work/best for the quanta of each FTQ window of `cpu`."""
+    mine = ftq.where(cpu=cpu)
+    if mine.rows == 0:
+        return []
+    order = np.argsort(mine["start_ns"], kind="stable")
+    starts, work = mine["start_ns"][order], mine["work"][order]
+    best = work.max()
+    if best <= 0:
+        return []
+    lost = 1.0 - work / best
+    w_start, w_end = _window_ranges(windows, cpu, "ftq")
+    bounds = np.searchsorted(starts, np.column_stack([w_start, w_end]))
+    return [lost[lo:hi] for lo, hi in bounds if hi > lo]
+
+
+def _running_median(values: np.ndarray, width: int) -> np.ndarray:
+    half = width // 2
+    padded = np.pad(values, half, mode="reflect")
+    out = np.empty_like(values)
+    step = 8192  # bounds the sliding-window copy
+    views = np.lib.stride_tricks.sliding_window_view(padded, width)
+    for first in range(0, len(values), step):
+        out[first:first + step] = np.median(views[first:first + step], axis=1)
+    return out
+
+
+def _gamma_quantile(shape: float, probability: float) -> float:
+    """Quantile of Gamma(shape, scale 1/shape): the mean of `shape` periodograms of
+    noise relative to its expectation (chi-square with 2*shape degrees of freedom
+    over 2*shape). Wilson-Hilferty's approximation (within 10% in the far tail):
+    scipy.special would add 25 MB to the measuring process for this one number."""
+    if shape == 1:  # one periodogram: exponential, exactly
+        return -math.log1p(-probability)
+    z = NormalDist().inv_cdf(probability)
+    return max(0.0, 1 - 1 / (9 * shape) + z / (9 * shape) ** 0.5) ** 3
+
+
+def _threshold_factor(segments: int, bins: int) -> tuple[float, float]:
+    """(background mean / median, threshold / background mean) for an average of
+    `segments` periodograms, whose noise-only bins follow Gamma(K, mean/K)."""
+    k = float(segments)
+    level = _gamma_quantile(k, 1 - min(0.5, FALSE_ALARM / max(bins, 1)))
+    return 1.0 / _gamma_quantile(k, 0.5), level
+
+
+@dataclass
+class _Peak:
+    bin: int
+    frequency_hz: float
+    power: float  # power at the peak bin (density)
+    lobe_power: float  # variance in the main lobe
+    strength_db: float
+
+
+@dataclass
+class _Source:
+    lines: dict[int, _Peak]  # harmonic number -> its peak
+
+    @property
+    def lobe_power(self) -> float:
+        return sum(p.lobe_power for p in self.lines.values())
+
+    @property
+    def strongest(self) -> _Peak:
+        return max(self.lines.values(), key=lambda p: p.power)
+
+    def frequency(self, sampling_hz: float) -> float:
+        """Least squares through the lines below the Nyquist frequency (not aliased)."""
+        lowest = min(self.lines)
+        rough = self.lines[lowest].frequency_hz / lowest
+        direct = {n: p for n, p in self.lines.items() if n * rough < sampling_hz / 2}
+        weights = np.array([p.power for p in direct.values()])
+        n = np.array(list(direct), dtype=np.float64)
+        f = np.array([p.frequency_hz for p in direct.values()])
+        return float((weights * n * f).sum() / (weights * n * n).sum())
+
+
+def _alias(frequency: np.ndarray, sampling_hz: float) -> np.ndarray:
+    folded = np.mod(frequency, sampling_hz)
+    return np.minimum(folded, sampling_hz - folded)
+
+
+def _local_peaks(spec: Spectrum) -> list[_Peak]:
+    power, df = spec.power, spec.resolution_hz
+    background = _running_median(power, BACKGROUND_BINS)
+    to_mean, level = _threshold_factor(spec.segments, len(power))
+    mean_background = np.maximum(background * to_mean, np.finfo(float).tiny)
+    inner = power[1:-1]
+    is_peak = (inner > power[:-2]) & (inner >= power[2:]) & (inner > level * mean_background[1:-1])
+    candidates = np.flatnonzero(is_peak) + 1
+    candidates = candidates[candidates >= MIN_CYCLES]
+    # strongest first, so that a strong line's side lobes are not taken for peaks
+    taken = np.zeros(len(power), bool)
+    peaks = []
+    for k in candidates[np.argsort(power[candidates])[::-1]]:
+        if taken[k]:
+            continue
+        lo, hi = max(k - MAIN_LOBE, 1), min(k + MAIN_LOBE + 1, len(power))
+        taken[lo:hi] = True
+        offset = 0.0
+        if 0 < k < len(power) - 1 and min(power[k - 1:k + 2]) > 0:
+            a, b, c = np.log(power[k - 1:k + 2])
+            curvature = a - 2 * b + c
+            offset = 0.5 * (a - c) / curvature if curvature < 0 else 0.0
+        peaks.append(_Peak(int(k), float((k + offset) * df), float(power[k]),
+                           float(power[lo:hi].sum() * df),
+                           float(10 * np.log10(power[k] / mean_background[k]))))
+    return sorted(peaks, key=lambda p: p.frequency_hz)
+
+
+def _harmonic_number(peak: _Peak, source: _Source, spec: Spectrum, aliased: bool) -> int | None:
+    """n if the peak is the source's n-th harmonic: directly (below the Nyquist
+    frequency) or, with `aliased`, folded back from between the Nyquist and the
+    sampling frequency (beyond that the sampling, a boxcar average, leaves
+    harmonics too weak to matter)."""
+    f0, df = source.frequency(spec.sampling_hz), spec.resolution_hz
+    if peak.power > HARMONIC_EXCESS * source.strongest.power:
+        return None
+    n = np.arange(2, MAX_HARMONIC + 1)
+    tolerance = _tolerance(n, df)
+    above = n * f0 >= spec.sampling_hz / 2
+    usable = (tolerance < f0 / 4) & (n * f0 < spec.sampling_hz) & (above == aliased)
+    distance = np.abs(_alias(n * f0, spec.sampling_hz) - peak.frequency_hz)
+    match = np.flatnonzero(usable & (distance <= tolerance) & ~np.isin(n, list(source.lines)))
+    return int(n[match[0]]) if len(match) else None
+
+
+def _tolerance(n: np.ndarray | int, resolution_hz: float):
+    # the fundamental's error grows n-fold
+    return resolution_hz * (1.0 + np.asarray(n) / 16)
+
+
+def _merge_missing_fundamentals(sources: list[_Source], peaks: list[_Peak], spec: Spectrum,
+                                keep: Callable[[_Source], bool]) -> list[_Source]:
+    """Sources that are multiples of one frequency without a line of its own (a
+    comb like 800, 900, 1100, 1200 Hz whose 100 Hz fundamental is too weak to
+    show) become one source, when lines fill at least half of the comb's teeth
+    between the lowest and the highest of them. Sources for which `keep` holds
+    (known ones: the tick, injected noise) stay as they are."""
+    kept = [s for s in sources if keep(s)]
+    sources = [s for s in sources if not keep(s)]
+    lines = np.array([p.frequency_hz for p in peaks])
+    while len(sources) >= MIN_COMB:
+        frequencies = np.array([s.frequency(spec.sampling_hz) for s in sources])
+        best: tuple[int, float, np.ndarray, np.ndarray] | None = None
+        steps = np.round(np.diff(np.sort(frequencies)) / spec.resolution_hz) * spec.resolution_hz
+        for f0 in np.unique(steps):
+            if f0 < MIN_CYCLES * spec.resolution_hz:
+                continue
+            n = np.round(frequencies / f0).astype(np.int64)
+            tolerance = _tolerance(n, spec.resolution_hz)
+            member = ((n >= 1) & (n * f0 < spec.sampling_hz / 2) & (tolerance < f0 / 4)
+                      & (np.abs(frequencies - n * f0) <= tolerance))
+            if member.sum() < MIN_COMB:
+                continue
+            teeth = np.arange(n[member].min(), n[member].max() + 1)
+            filled = np.abs(lines[None, :] - teeth[:, None] * f0).min(axis=1) <= _tolerance(
+                teeth, spec.resolution_hz)
+            if filled.mean() < 0.5:
+                continue
+            if best is None or (int(member.sum()), f0) > (best[0], best[1]):
+                best = (int(member.sum()), f0, member, n)
+        if best is None:
+            break
+        _, f0, member, n = best
+        merged: dict[int, _Peak] = {}
+        for source, multiple in zip([s for s, m in zip(sources, member, strict=True) if m],
+                                    n[member], strict=True):
+            for k, peak in source.lines.items():
+                number = int(k * multiple)
+                if number not in merged or merged[number].power < peak.power:
+                    merged[number] = peak
+        sources = [s for s, m in zip(sources, member, strict=True) if not m] + [_Source(merged)]
+    return kept + sources
+
+
+def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[dict]:
+    """The dominant periodic sources in a spectrum, strongest share first."""
+    known = known or {}
+    peaks = _local_peaks(spec)
+    sources: list[_Source] = []
+    for peak in peaks:  # lowest frequency first: fundamentals come before harmonics
+        # a direct harmonic is a better explanation than an aliased one; among
+        # sources, the highest fundamental (the most specific) wins; a line at a
+        # known frequency (the tick, injected noise) is always a source of its own
+        candidates = sorted(sources, key=lambda s: -s.frequency(spec.sampling_hz))
+        owner = None if name_for(peak.frequency_hz, known) else next(
+            ((s, n) for aliased in (False, True) for s in candidates
+             if (n := _harmonic_number(peak, s, spec, aliased)) is not None), None)
+        if owner is not None:
+            owner[0].lines[owner[1]] = peak
+        else:
+            sources.append(_Source({1: peak}))
+    sources = _merge_missing_fundamentals(
+        sources, peaks, spec, keep=lambda s: name_for(s.frequency(spec.sampling_hz), known) is not None)
+    total = float(spec.power[1:].sum() * spec.resolution_hz)
+    listed = []
+    for source in sorted(sources, key=lambda s: -s.lobe_power):
+        share = 100.0 * source.lobe_power / total if total > 0 else 0.0
+        if share < MIN_SHARE_PCT or len(listed) == MAX_SOURCES:
+            break
+        frequency = source.frequency(spec.sampling_hz)
+        listed.append({
+            "frequency_hz": frequency,
+            "harmonics": sorted(source.lines),
+            "share_pct": share,
+            "strength_db": source.strongest.strength_db,
+            "name": name_for(frequency, known),
+        })
+    return listed
+
+
+def name_for(frequency_hz: float, known: dict[float, str]) -> str | None:
+    for reference, name in sorted(known.items()):
+        if abs(frequency_hz - reference) <= NAME_TOLERANCE * reference:
+            return name
+    return None
+
+
+def known_frequencies(manifest: dict, cpu: int) -> dict[float, str]:
+    """Frequencies the bundle itself explains: injected noise, the timer tick."""
+    known: dict[float, str] = {}
+    host = manifest.get("host") or {}
+    hz = host.get("config_hz") or (host.get("hz_estimate") or {}).get("hz")
+    if hz:
+        known[float(hz)] = f"timer tick (HZ={hz})"
+    for spec in manifest.get("parameters", {}).get("injections", []):
+        if spec["cpu"] == cpu:
+            known[float(spec["rate_hz"])] = "injected noise"
+    return known
+
+
+def _stored_until(summary: dict | None, detours: Table, cpu: int) -> int | None:
+    if not summary or not summary.get("overflow"):
+        return None
+    mine = detours.where(cpu=cpu)
+    return int((mine["start_ns"] + mine["duration_ns"]).max()) if mine.rows else 0
+
+
+def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
+    """Spectra of every CPU's detour trace and FTQ series in a scan bundle:
+    a table (cpu, series, frequency_hz, power) and one summary per CPU and series."""
+    parts, summaries = [], []
+    windows = bundle.table("windows") if bundle.has_table("windows") else Table()
+    inputs = []
+    if bundle.has_table("detours") and windows.rows:
+        detours = bundle.table("detours")
+        for s in bundle.summaries.get("detour", []):
+            cpu = s["cpu"]
+            inputs.append(("detour", cpu, BIN_NS,
+                           detour_pieces(detours, windows, cpu, _stored_until(s, detours, cpu)),
+                           window_samples(windows, cpu, "detour", BIN_NS)))
+    if bundle.has_table("ftq") and windows.rows:
+        ftq = bundle.table("ftq")
+        quantum_ns = int(bundle.parameters.get("quantum_ns", 0))
+        for s in bundle.summaries.get("ftq", []):
+            if quantum_ns > 0:
+                # the stored quanta say how long each piece is (views: cheap to list)
+                inputs.append(("ftq", s["cpu"], quantum_ns, ftq_pieces(ftq, windows, s["cpu"]),
+                               None))
+    for series, cpu, sample_ns, pieces, segment_samples in inputs:
+        spec = mean_periodogram(pieces, sample_ns, segment_samples)
+        if spec is None:
+            continue
+        parts.append(Table({
+            "cpu": np.full(len(spec.power), cpu, np.int32),
+            "series": np.full(len(spec.power), series, dtype=object),
+            "frequency_hz": spec.frequency_hz,
+            "power": spec.power,
+        }))
+        summaries.append({
+            "cpu": cpu,
+            "series": series,
+            "sample_ns": int(sample_ns),
+            "segment_ns": int(spec.segment_samples * sample_ns),
+            "segments": spec.segments,
+            "resolution_hz": spec.resolution_hz,
+            "nyquist_hz": spec.sampling_hz / 2,
+            "sources": find_sources(spec, known_frequencies(bundle.manifest, cpu)),
+        })
+    return Table.concat(parts), summaries
+
+
+def add_spectra(bundle) -> None:
+    """Store the spectra in the bundle (table 'spectrum', summaries['spectrum'])."""
+    table, summaries = bundle_spectra(bundle)
+    if summaries:
+        bundle.add_table("spectrum", table)
+        bundle.summaries["spectrum"] = summaries

@@ -1,0 +1,46 @@
+"""noisescope report: one self-contained HTML file (or Markdown, or PNGs) for bundles."""
+
+from __future__ import annotations
+
+import click
+
+from ..bundle import load
+from ..errors import UsageError
+from .common import stderr
+
+EXAMPLES = """
+\b
+EXAMPLES
+  noisescope report noisescope-node17-20261130T063836Z            # -> report.html
+  noisescope report vanilla/ tuned/ -o compare.html              # side by side
+  noisescope report tuned/ --format md -o tuned.md               # + tuned_files/*.png
+  noisescope report tuned/ --format png -o figures/
+"""
+# render.report (matplotlib) is imported only when a report is written: this module
+# is loaded by every command, `scan` included.
+DEFAULT_OUTPUT = {"html": "report.html", "md": "report.md", "png": "report-figures"}
+FORMATS = tuple(DEFAULT_OUTPUT)
+
+
+@click.command(epilog=EXAMPLES)
+@click.argument("bundle_paths", metavar="BUNDLE...", nargs=-1, required=True)
+@click.option("-o", "--output", help="file to write (a directory with --format png) "
+              "[default: report.html, report.md or report-figures/]")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="html", show_default=True,
+              help="html: one self-contained file; md: Markdown with PNG files beside it; "
+                   "png: the figures only")
+@click.option("-q", "--quiet", is_flag=True, help="do not print where the report went")
+def report_command(bundle_paths, output, fmt, quiet):
+    """Write a report (summary tables, plots, host facts, system check,
+    warnings) for one bundle, or a comparison of several."""
+    from ..render.report import write_report
+
+    destination = output or DEFAULT_OUTPUT[fmt]
+    bundles = [load(path) for path in bundle_paths]  # every bundle checked before writing
+    try:
+        written = write_report(bundles, destination, fmt)
+    except OSError as error:  # missing directory, a directory in the way, no permission
+        raise UsageError(f"cannot write {destination}: {error.strerror}",
+                         "choose another -o (its directory must exist)") from None
+    if not quiet:
+        stderr.print(f"report: {written}", highlight=False)

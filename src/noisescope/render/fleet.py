@@ -1,0 +1,112 @@
+"""Terminal output of fleet bundles (`cluster scan`, `show`)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from ..analysis.fleet import NODE_FIGURES, noisiest, ranking_figure
+from ..bundle import Bundle
+from ..units import format_cpu_list, format_duration
+
+TOP_CPUS = 10
+TOP_RANKS = 20
+RANK_COLUMNS = (  # ranks-row field, heading, format
+    ("detour_noise_pct", "noise %", "pct"),
+    ("detour_detours_per_s", "detours/s", "rate"),
+    ("detour_p99_ns", "p99", "ns"),
+    ("detour_max_ns", "max", "ns"),
+    ("ftq_noise_pct", "FTQ noise %", "pct"),
+    ("fwq_noise_pct", "FWQ noise %", "pct"),
+    ("timerlat_max_ns", "timerlat max", "ns"),
+)
+
+
+def _cell(value, kind: str) -> str:
+    if value is None:
+        return "-"
+    if kind == "pct":
+        return f"{value:.3f}"
+    if kind == "rate":
+        return f"{value:,.1f}"
+    return format_duration(value)
+
+
+def fleet_lines(bundle: Bundle) -> list[str]:
+    p = bundle.parameters
+    rows = bundle.summaries.get("ranks", [])
+    measured = [r for r in rows if r["status"] == "ok"]
+    nodes = sorted({r["node"] for r in rows if r.get("node")})
+    mode = f"SCHED_FIFO {p['priority']}" if p.get("rt") else "SCHED_OTHER"
+    lines = [f"fleet: {p['ranks']} ranks on {len(nodes)} node{'s' if len(nodes) != 1 else ''}"
+             f", {len(measured)} measured; started {p.get('start_utc') or '-'}"
+             + ("" if bundle.complete else "  [INCOMPLETE]"),
+             f"probes {','.join(p['probes'])}, {format_duration(p['duration_ns'])} each, {mode}"]
+    aligned = [f"{a['probe']} within {format_duration(a['spread_ns'])}"
+               for a in bundle.summaries.get("alignment", [])]
+    if aligned:
+        lines.append("first windows aligned: " + ", ".join(aligned))
+    return lines
+
+
+def ranks_table(rows: list[dict]) -> RichTable | None:
+    key = ranking_figure(rows)
+    if key is None:
+        return None
+    columns = [c for c in RANK_COLUMNS if any(r.get(c[0]) is not None for r in rows)]
+    heading = next(title for probe, name, _, _, title in NODE_FIGURES
+                   if f"{probe}_{name}" == key)
+    t = RichTable(title=f"Noisiest ranks (by {heading})", title_justify="left")
+    for name in ("rank", "node", "CPUs", *(title for _, title, _ in columns)):
+        t.add_column(name, justify="left" if name == "node" else "right")
+    for r in noisiest(rows, key, TOP_RANKS):
+        t.add_row(str(r["rank"]), r["node"] or "?", format_cpu_list(r["cpus"]),
+                  *(_cell(r.get(name), kind) for name, _, kind in columns))
+    return t
+
+
+def cpus_table(rows: list[dict]) -> RichTable | None:
+    if not rows:
+        return None
+    t = RichTable(title=f"Noisiest CPUs (detour, top {TOP_CPUS})", title_justify="left")
+    for name in ("rank", "node", "CPU", "noise %", "detours/s", "p99", "max"):
+        t.add_column(name, justify="left" if name == "node" else "right")
+    for s in noisiest(rows, "noise_pct", TOP_CPUS):
+        t.add_row(str(s["rank"]), s["node"], str(s["cpu"]), _cell(s["noise_pct"], "pct"),
+                  _cell(s["detours_per_s"], "rate"), _cell(s["p99_ns"], "ns"),
+                  _cell(s["max_ns"], "ns"))
+    return t
+
+
+def print_fleet(bundle: Bundle, console: Console) -> None:
+    from .terminal import print_warnings
+
+    for line in fleet_lines(bundle):
+        console.print(line, highlight=False, markup=False)
+    summaries = bundle.summaries
+    for table in (ranks_table([r for r in summaries.get("ranks", []) if r["status"] == "ok"]),
+                  cpus_table(summaries.get("detour", []))):
+        if table is not None:
+            console.print()
+            console.print(table)
+    console.print()
+    found = summaries.get("differences", [])
+    if len([r for r in summaries.get("ranks", []) if r["status"] == "ok"]) < 2:
+        console.print("How the nodes differ: fewer than two ranks measured", highlight=False)
+    elif not found:
+        console.print("How the nodes differ: no host fact or noise figure stands out",
+                      highlight=False)
+    else:
+        console.print("How the nodes differ:", highlight=False)
+        for d in found:
+            console.print(f"  {d['message']}", highlight=False, markup=False)
+    print_warnings(bundle, console)
+
+
+def print_fleet_bundle(bundle: Bundle, console: Console) -> None:
+    if bundle.kind == "bsp":
+        from .bsp import print_bsp
+
+        print_bsp(bundle, console)
+    else:
+        print_fleet(bundle, console)

@@ -1,0 +1,622 @@
+"""Figures for bundles (matplotlib, Agg backend: no display needed).
+
+FIGURES maps a summary kind (as SUMMARY_TABLES in terminal.py does) to the
+functions that draw it; each takes every bundle holding that kind and returns
+Figures, putting several CPUs or configurations on one figure where that is
+what a reader compares. COMPARISONS draw across bundles when several are
+given. To add plots for a new kind: write `def my_plot(bundles) -> list[Figure]`
+and list it under the kind in FIGURES.
+
+Long series are reduced to a min/max envelope per pixel column, so every
+spike stays visible; nothing is dropped or sampled.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure as MplFigure  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter  # noqa: E402
+
+from ..bundle import Bundle  # noqa: E402
+from ..units import format_count, format_duration  # noqa: E402
+
+COLUMNS = 1500  # envelope columns per panel: about one per pixel
+SCATTER_LIMIT = 20_000  # up to this many detours per panel are drawn one by one
+MAX_PANELS = 8
+WIDTH_IN = 10.0
+DPI = 100
+HOURGLASS_CYCLES = 1000
+STYLE = {
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.titleweight": "bold",
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+}
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+SECOND = 1e9
+
+
+@dataclass
+class Figure:
+    key: str  # file name stem, unique in a report
+    title: str
+    caption: str
+    figure: MplFigure
+
+    def png(self) -> bytes:
+        out = io.BytesIO()
+        with matplotlib.rc_context(STYLE):
+            self.figure.savefig(out, format="png", dpi=DPI)
+        return out.getvalue()
+
+
+def new_figure(rows: int, columns: int = 1, row_height: float = 1.9, **kwargs):
+    figure = MplFigure(figsize=(WIDTH_IN, 0.6 + row_height * rows), layout="constrained")
+    return figure, figure.subplots(rows, columns, squeeze=False, **kwargs)
+
+
+def styled(function):
+    """Run a plot function under STYLE (rc settings apply when artists are made)."""
+    def run(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return function(*args, **kwargs)
+    run.__name__ = function.__name__
+    run.__doc__ = function.__doc__
+    return run
+
+
+def envelope(x: np.ndarray, y: np.ndarray, columns: int = COLUMNS, log: bool = False,
+             drop_empty: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Min and max of y in each of `columns` equal bins of x: NaN where a bin is
+    empty (a gap in a time series), or left out with `drop_empty` (a curve whose
+    points are sparse at one end of a log axis)."""
+    if len(x) == 0:
+        return np.array([]), np.array([]), np.array([])
+    order = np.argsort(x, kind="stable")
+    x, y = np.asarray(x, np.float64)[order], np.asarray(y, np.float64)[order]
+    scale_x = np.log10(x) if log else x
+    lo, hi = scale_x[0], scale_x[-1]
+    if len(x) <= 2 * columns or hi <= lo:
+        return x, y, y
+    index = np.minimum(((scale_x - lo) / (hi - lo) * columns).astype(np.int64), columns - 1)
+    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+    low, high = np.full(columns, np.nan), np.full(columns, np.nan)
+    used = index[starts]
+    edges = np.linspace(lo, hi, columns + 1)
+    middle = (edges[:-1] + edges[1:]) / 2
+    centers = 10 ** middle if log else middle
+    low[used] = np.minimum.reduceat(y, starts)
+    high[used] = np.maximum.reduceat(y, starts)
+    if drop_empty:
+        return centers[used], low[used], high[used]
+    return centers, low, high
+
+
+def draw_envelope(ax, x, y, color, label=None, log=False) -> None:
+    cx, low, high = envelope(x, y, log=log)
+    if len(cx) and np.array_equal(low, high, equal_nan=True):
+        ax.plot(cx, high, color=color, lw=0.8, label=label)
+        return
+    ax.fill_between(cx, low, high, color=color, alpha=0.35, lw=0, step="mid")
+    ax.plot(cx, high, color=color, lw=0.6, label=label, drawstyle="steps-mid")
+    ax.plot(cx, low, color=color, lw=0.6, drawstyle="steps-mid")
+
+
+def plain(text: str) -> str:
+    """Text from a bundle, shown literally (matplotlib reads $...$ as TeX)."""
+    return str(text).replace("$", r"\$")
+
+
+def bundle_names(bundles: list[Bundle]) -> dict[int, str]:
+    """Distinct display names (label, else directory name) keyed by id(bundle)."""
+    names: dict[int, str] = {}
+    seen: dict[str, int] = {}
+    for b in bundles:
+        name = b.name
+        seen[name] = seen.get(name, 0) + 1
+        names[id(b)] = name if seen[name] == 1 else f"{name} #{seen[name]}"
+    return names
+
+
+def panels(bundles: list[Bundle], kind: str, noise_key: str = "noise_pct"
+           ) -> tuple[list[tuple[Bundle, dict]], int]:
+    """(bundle, per-CPU summary) pairs to draw, noisiest first when there are too many."""
+    pairs = [(b, s) for b in bundles for s in b.summaries.get(kind, [])]
+    if len(pairs) <= MAX_PANELS:
+        return pairs, 0
+    ranked = sorted(pairs, key=lambda p: -(p[1].get(noise_key) or 0))[:MAX_PANELS]
+    keep = {(id(b), s["cpu"]) for b, s in ranked}
+    return [p for p in pairs if (id(p[0]), p[1]["cpu"]) in keep], len(pairs) - MAX_PANELS
+
+
+def panel_title(bundle: Bundle, cpu: int, names: dict[int, str], several: bool) -> str:
+    return f"{plain(names[id(bundle)])}, CPU {cpu}" if several else f"CPU {cpu}"
+
+
+def left_out(count: int) -> str:
+    return f" {count} more CPUs are not drawn (the noisiest {MAX_PANELS} are)." if count else ""
+
+
+def _seconds(ns: np.ndarray, origin: float) -> np.ndarray:
+    return (np.asarray(ns, np.float64) - origin) / SECOND
+
+
+def _probe_origin(bundle: Bundle, probe: str) -> float:
+    windows = bundle.table("windows") if bundle.has_table("windows") else None
+    if windows is not None and windows.rows:
+        mine = windows["start_ns"][windows["probe"] == probe]
+        if len(mine):
+            return float(mine.min())
+    return 0.0
+
+
+def _duration_axis(ax, axis: str = "y") -> None:
+    formatter = FuncFormatter(lambda v, _: format_duration(v) if v > 0 else "0")
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(formatter)
+
+
+def _several(bundles: list[Bundle]) -> bool:
+    return len(bundles) > 1
+
+
+# -- FTQ / FWQ series ---------------------------------------------------------
+
+def _series(bundles: list[Bundle], kind: str, table: str, column: str, key: str, title: str,
+            ylabel: str, caption: str, as_duration: bool) -> list[Figure]:
+    pairs, dropped = panels(bundles, kind)
+    if not pairs:
+        return []
+    names = bundle_names(bundles)
+    figure, axes = new_figure(len(pairs), sharex=True)
+    for ax, (bundle, s), color in zip(axes[:, 0], pairs, _cycle(), strict=False):
+        rows = bundle.table(table).where(cpu=s["cpu"])
+        origin = _probe_origin(bundle, kind)
+        draw_envelope(ax, _seconds(rows["start_ns"], origin), rows[column], color)
+        ax.set_title(panel_title(bundle, s["cpu"], names, _several(bundles)), loc="left")
+        ax.set_ylabel(ylabel)
+        if as_duration:
+            _duration_axis(ax)
+    axes[-1, 0].set_xlabel("time since the probe started (s)")
+    return [Figure(key, title, caption + left_out(dropped), figure)]
+
+
+@styled
+def ftq_series(bundles: list[Bundle]) -> list[Figure]:
+    return _series(bundles, "ftq", "ftq", "work", "ftq-series", "FTQ: work per quantum",
+                   "work units", "Work done in each fixed time quantum. Dips are time taken by "
+                   "the system; a quiet CPU draws a flat line. Band: min to max per pixel column.",
+                   as_duration=False)
+
+
+@styled
+def fwq_series(bundles: list[Bundle]) -> list[Figure]:
+    return _series(bundles, "fwq", "fwq", "duration_ns", "fwq-series",
+                   "FWQ: time per fixed amount of work", "time",
+                   "Time each fixed amount of work took. Spikes are time taken by the system. "
+                   "Band: min to max per pixel column.", as_duration=True)
+
+
+# -- detours ----------------------------------------------------------------------
+
+@styled
+def detour_timeline(bundles: list[Bundle]) -> list[Figure]:
+    pairs, dropped = panels(bundles, "detour")
+    if not pairs:
+        return []
+    names = bundle_names(bundles)
+    figure, axes = new_figure(len(pairs), sharex=True)
+    for ax, (bundle, s), color in zip(axes[:, 0], pairs, _cycle(), strict=False):
+        rows = bundle.table("detours").where(cpu=s["cpu"])
+        t = _seconds(rows["start_ns"], _probe_origin(bundle, "detour"))
+        length = rows["duration_ns"].astype(np.float64)
+        if rows.rows <= SCATTER_LIMIT:
+            ax.scatter(t, length, s=3, color=color, lw=0)
+        else:
+            cx, _, high = envelope(t, length)
+            ax.vlines(cx, s["threshold_ns"], high, color=color, lw=0.7)
+        ax.set_yscale("log")
+        _duration_axis(ax)
+        ax.set_ylabel("detour length")
+        ax.set_title(panel_title(bundle, s["cpu"], names, _several(bundles)), loc="left")
+    axes[-1, 0].set_xlabel("time since the probe started (s)")
+    return [Figure("detours-time", "Detours over time",
+                   "Every detour (the CPU taken away for at least the threshold) at the time it "
+                   f"began; with more than {SCATTER_LIMIT:,} per CPU, the longest detour of each "
+                   "pixel column is drawn." + left_out(dropped), figure)]
+
+
+def _log_bins(low: float, high: float, per_decade: int = 20) -> np.ndarray:
+    low, high = max(low, 1.0), max(high, low * 1.01)
+    return np.logspace(np.log10(low), np.log10(high), max(2, int(np.log10(high / low) * per_decade)))
+
+
+def _bucket_stairs(ax, lower, upper, count, **style) -> None:
+    """Histogram buckets [lower, upper) as stored (only the non-empty ones): the
+    gaps between them are drawn as empty, not as wider buckets."""
+    lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+    order = np.argsort(lower)
+    order = order[upper[order] > lower[order]]  # an empty range has nothing to draw
+    lower, upper = lower[order], upper[order]
+    edges = np.unique(np.r_[lower, upper])
+    values = np.zeros(len(edges) - 1)
+    values[np.searchsorted(edges, lower)] = np.asarray(count)[order]
+    ax.stairs(values, edges, **style)
+
+
+def _single_axes(bundles: list[Bundle]):
+    figure, axes = new_figure(1, row_height=3.2)
+    return figure, axes[0, 0], bundle_names(bundles)
+
+
+def _finish_log_log(ax, drawn: int, xlabel: str, ylabel: str, durations: bool) -> bool:
+    """Log scales, labels and legend of an overlay; False when nothing was drawn."""
+    if not drawn:
+        return False
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    if durations:
+        _duration_axis(ax, "x")
+    else:
+        ax.xaxis.set_major_formatter(EngFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())  # less than a decade: no 2x10^4 labels
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(ncols=min(drawn, 4))
+    return True
+
+
+@styled
+def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
+    figure, ax, names = _single_axes(bundles)
+    drawn = 0
+    for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])),
+                                  _cycle(), strict=False):
+        lengths = bundle.table("detours").where(cpu=s["cpu"])["duration_ns"]
+        if len(lengths) == 0:
+            continue
+        counts, edges = np.histogram(lengths, _log_bins(lengths.min(), lengths.max() * 1.001))
+        ax.stairs(counts, edges, color=color, lw=1.1,
+                  label=panel_title(bundle, s["cpu"], names, _several(bundles)))
+        drawn += 1
+    if not _finish_log_log(ax, drawn, "detour length", "detours per bin", durations=True):
+        return []
+    return [Figure("detours-histogram", "Detour lengths",
+                   "Histogram of stored detour lengths, 20 logarithmic bins per decade.", figure)]
+
+
+@styled
+def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
+    figure, ax, names = _single_axes(bundles)
+    drawn = 0
+    for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])
+                                   if b.has_table("gap_histogram")), _cycle(), strict=False):
+        h = bundle.table("gap_histogram").where(cpu=s["cpu"])
+        keep = h["upper_ticks"].astype(np.float64) > HOURGLASS_CYCLES
+        if not keep.any():
+            continue
+        lower = np.maximum(h["lower_ticks"][keep].astype(np.float64), HOURGLASS_CYCLES)
+        upper = np.minimum(h["upper_ticks"][keep].astype(np.float64), lower * 2 ** 20)
+        _bucket_stairs(ax, lower, upper, h["count"][keep], color=color, lw=1.1,
+                       label=panel_title(bundle, s["cpu"], names, _several(bundles)))
+        drawn += 1
+    if not _finish_log_log(ax, drawn, "gap between two clock reads (cycles)", "gaps per bucket",
+                           durations=False):
+        return []
+    return [Figure("hourglass", "Hourglass: gaps above 1000 cycles",
+                   "Every gap between two reads of the clock longer than 1000 cycles, counted in "
+                   "the sampler's log-scale buckets (also those not stored as detours).", figure)]
+
+
+# -- spectrum -------------------------------------------------------------------------
+
+@styled
+def spectrum_figure(bundles: list[Bundle]) -> list[Figure]:
+    rows = [(b, cpu) for b in bundles
+            for cpu in dict.fromkeys(s["cpu"] for s in b.summaries.get("spectrum", []))]
+    if not rows:
+        return []
+    dropped = max(0, len(rows) - MAX_PANELS)
+    rows = rows[:MAX_PANELS]
+    series = ["detour", "ftq"]
+    names = bundle_names(bundles)
+    figure, axes = new_figure(len(rows), 2, row_height=2.2)
+    for (bundle, cpu), ax_row in zip(rows, axes, strict=False):
+        table = bundle.table("spectrum").where(cpu=cpu)
+        for ax, name in zip(ax_row, series, strict=False):
+            summary = [s for s in bundle.summaries["spectrum"]
+                       if s["cpu"] == cpu and s["series"] == name]
+            mine = table.filter(table["series"] == name)
+            if not summary or mine.rows == 0:
+                ax.set_axis_off()
+                continue
+            _draw_spectrum(ax, mine["frequency_hz"], mine["power"], summary[0], log=name == "detour")
+            ax.set_title(f"{panel_title(bundle, cpu, names, _several(bundles))}: {name}",
+                         loc="left")
+    axes[-1, 0].set_xlabel("frequency (Hz)")
+    axes[-1, 1].set_xlabel("frequency (Hz)")
+    return [Figure("spectrum", "Spectrum of the lost CPU time",
+                   "Power spectrum of the fraction of the CPU lost: the detour trace in 50 us bins "
+                   "(left) and the FTQ series (right, which folds frequencies above half the "
+                   "quantum rate). Marked: the strongest periodic sources and their names."
+                   + left_out(dropped), figure)]
+
+
+def _draw_spectrum(ax, frequency, power, summary: dict, log: bool) -> None:
+    keep = frequency > 0
+    f, p = frequency[keep], np.maximum(power[keep], np.finfo(float).tiny)
+    cx, _, high = envelope(f, p, log=log, drop_empty=True)
+    ax.plot(cx, high, color="#444444", lw=0.6)
+    ax.set_yscale("log")
+    if log:
+        ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(EngFormatter())
+    ax.set_ylabel("power (1/Hz)")
+    for source, color in zip(summary["sources"][:4], _cycle(), strict=False):
+        ax.axvline(source["frequency_hz"], color=color, lw=0.9, ls="--")
+        label = f"{source['frequency_hz']:.1f} Hz {plain(source['name'] or '')}".strip()
+        ax.plot([], [], color=color, ls="--", label=f"{label} ({source['share_pct']:.0f}%)")
+    if summary["sources"]:
+        ax.legend(loc="upper left", frameon=True, framealpha=0.85, edgecolor="none")
+
+
+# -- comparisons across bundles -----------------------------------------------------------
+
+@styled
+def noise_bars(bundles: list[Bundle]) -> list[Figure]:
+    probes = [k for k in ("detour", "ftq", "fwq") if any(b.summaries.get(k) for b in bundles)]
+    if not probes:
+        return []
+    names = bundle_names(bundles)
+    figure, axes = new_figure(1, row_height=3.0)
+    ax = axes[0, 0]
+    width = 0.8 / len(probes)
+    x = np.arange(len(bundles))
+    for i, (probe, color) in enumerate(zip(probes, _cycle(), strict=False)):
+        values = [[s["noise_pct"] for s in b.summaries.get(probe, []) if s.get("noise_pct") is not None]
+                  for b in bundles]
+        mean = np.array([np.mean(v) if v else np.nan for v in values])
+        low = np.array([mean[j] - min(v) if v else 0 for j, v in enumerate(values)])
+        high = np.array([max(v) - mean[j] if v else 0 for j, v in enumerate(values)])
+        ax.bar(x + (i - (len(probes) - 1) / 2) * width, mean, width, yerr=[low, high], capsize=3,
+               color=color, label=probe)
+    ax.set_xticks(x, [plain(names[id(b)]) for b in bundles])
+    ax.set_ylabel("noise (% of CPU time)")
+    ax.legend()
+    return [Figure("compare-noise", "Noise per configuration",
+                   "Mean noise over the measured CPUs of each bundle, per probe; the error bars "
+                   "span the quietest to the noisiest CPU.", figure)]
+
+
+@styled
+def detour_rate_curves(bundles: list[Bundle]) -> list[Figure]:
+    figure, ax, names = _single_axes(bundles)
+    drawn = 0
+    for bundle, color in zip(bundles, _cycle(), strict=False):
+        summaries = bundle.summaries.get("detour", [])
+        if not summaries or not bundle.has_table("detours"):
+            continue
+        seconds = sum(s["measured_ns"] for s in summaries) / SECOND
+        lengths = np.sort(bundle.table("detours")["duration_ns"])[::-1]
+        if len(lengths) == 0 or seconds <= 0:
+            continue
+        rate = np.arange(1, len(lengths) + 1) / seconds
+        x, _, high = envelope(lengths.astype(np.float64), rate, log=True, drop_empty=True)
+        ax.plot(x, high, color=color, lw=1.2, label=plain(names[id(bundle)]), drawstyle="steps-post")
+        drawn += 1
+    if not _finish_log_log(ax, drawn, "detour length at least", "detours per CPU-second",
+                           durations=True):
+        return []
+    return [Figure("compare-detours", "How often the CPU is taken away for at least a given time",
+                   "Rate of detours at least as long as x, pooled over each bundle's CPUs: lower "
+                   "and further left is quieter.", figure)]
+
+
+# -- attribution, timer latency, workload runs, predictions -------------------------------
+
+@styled
+def cause_breakdown(bundles: list[Bundle]) -> list[Figure]:
+    from ..trace.attribute import CAUSES
+
+    rows = [(b, s) for b in bundles for s in b.summaries.get("attribution", []) if s["causes"]]
+    if not rows:
+        return []
+    dropped = max(0, len(rows) - 3 * MAX_PANELS)
+    rows = rows[:3 * MAX_PANELS]
+    names = bundle_names(bundles)
+    figure, axes = new_figure(1, row_height=0.6 + 0.35 * len(rows))
+    ax = axes[0, 0]
+    labels = [panel_title(b, s["cpu"], names, _several(bundles)) for b, s in rows]
+    left = np.zeros(len(rows))
+    for cause, color in zip(CAUSES, _cycle(), strict=False):
+        share = np.array([sum(c["share_pct"] for c in s["causes"] if c["cause"] == cause)
+                          for _, s in rows])
+        if share.any():
+            ax.barh(labels, share, left=left, color=color, label=cause)
+            left += share
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the time lost to detours (%)")
+    ax.legend(ncols=5, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return [Figure("causes", "What took the CPU away",
+                   "Time lost to detours split by cause, from the kernel trace events recorded "
+                   "during the scan (noisescope explain lists the details)." + left_out(dropped),
+                   figure)]
+
+
+def _latency_histogram(bundles: list[Bundle], kind: str, table: str, key: str, title: str,
+                       caption: str) -> list[Figure]:
+    figure, ax, names = _single_axes(bundles)
+    drawn = 0
+    for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get(kind, [])
+                                   if b.has_table(table)), _cycle(), strict=False):
+        h = bundle.table(table).where(cpu=-1 if s["cpu"] is None else s["cpu"])
+        if h.rows == 0:
+            continue
+        _bucket_stairs(ax, h["lower_ns"], h["upper_ns"], h["count"], color=color, lw=1.1,
+                       label=panel_title(bundle, s["cpu"] if s["cpu"] is not None else 0, names,
+                                         _several(bundles)))
+        drawn += 1
+    if not _finish_log_log(ax, drawn, "latency", "samples per bucket", durations=True):
+        return []
+    return [Figure(key, title, caption, figure)]
+
+
+@styled
+def timerlat_histogram(bundles: list[Bundle]) -> list[Figure]:
+    return _latency_histogram(bundles, "timerlat", "timerlat_histogram", "timerlat", "Timer latency",
+                              "Wakeup minus deadline of a thread sleeping to absolute deadlines "
+                              "(cyclictest's measurement), per CPU.")
+
+
+@styled
+def oslat_histogram(bundles: list[Bundle]) -> list[Figure]:
+    return _latency_histogram(bundles, "oslat", "oslat_histogram", "oslat", "oslat gaps",
+                              "Gaps between clock reads counted by oslat, per CPU.")
+
+
+def _ok_runs(bundle: Bundle):
+    runs = bundle.table("runs")
+    keep = (runs["status"] == "ok") & ~runs["warmup"].astype(bool)
+    return runs.filter(keep)
+
+
+def _run_groups(bundles: list[Bundle]) -> dict[str, dict[str, dict[str, np.ndarray]]]:
+    """workload -> configuration (bundle name and configuration) -> column -> values."""
+    names = bundle_names(bundles)
+    groups: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    for bundle in bundles:
+        if not bundle.has_table("runs"):
+            continue
+        runs = _ok_runs(bundle)
+        for workload in dict.fromkeys(runs["workload"]):
+            for configuration in dict.fromkeys(runs["configuration"]):
+                mine = runs.filter((runs["workload"] == workload)
+                                   & (runs["configuration"] == configuration))
+                if mine.rows:
+                    label = " ".join(x for x in (names[id(bundle)] if _several(bundles) else "",
+                                                 configuration) if x) or names[id(bundle)]
+                    groups.setdefault(str(workload), {})[label] = {
+                        c: mine[c] for c in ("wall_ns", "user_ns", "sys_ns")}
+    return groups
+
+
+@styled
+def run_time_cdfs(bundles: list[Bundle]) -> list[Figure]:
+    groups = _run_groups(bundles)
+    if not groups:
+        return []
+    workloads = list(groups)[:MAX_PANELS]
+    figure, axes = new_figure(len(workloads), 3, row_height=2.4)
+    for row, workload in zip(axes, workloads, strict=False):
+        for ax, (column, what) in zip(row, (("wall_ns", "wall"), ("user_ns", "user"),
+                                            ("sys_ns", "system")), strict=True):
+            for (label, values), color in zip(groups[workload].items(), _cycle(), strict=False):
+                x = np.sort(values[column].astype(np.float64))
+                ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post", color=color,
+                        lw=1.2, label=plain(label))
+            _duration_axis(ax, "x")
+            ax.set_title(f"{plain(workload)}: {what} time", loc="left")
+            ax.set_ylim(0, 1.02)
+        row[0].set_ylabel("fraction of runs")
+        row[0].legend()
+    return [Figure("runs-cdf", "Run times per configuration",
+                   "Cumulative distribution of each run's wall, user and system time (wait4 of "
+                   "the workload), warm-up and failed runs left out. A curve further left is "
+                   "faster; a long tail to the right is noise.", figure)]
+
+
+@styled
+def workload_bars(bundles: list[Bundle]) -> list[Figure]:
+    groups = _run_groups(bundles)
+    if not groups:
+        return []
+    labels = list(dict.fromkeys(label for g in groups.values() for label in g))
+    figure, ax, _ = _single_axes(bundles)
+    width = 0.8 / len(labels)
+    x = np.arange(len(groups))
+    for i, (label, color) in enumerate(zip(labels, _cycle(), strict=False)):
+        medians, low, high = [], [], []
+        for workload in groups:
+            wall = groups[workload].get(label, {}).get("wall_ns")
+            if wall is None or len(wall) == 0:
+                medians.append(np.nan), low.append(0), high.append(0)
+                continue
+            q25, q50, q75 = np.percentile(wall.astype(np.float64), [25, 50, 75])
+            medians.append(q50), low.append(q50 - q25), high.append(q75 - q50)
+        ax.bar(x + (i - (len(labels) - 1) / 2) * width, medians, width, yerr=[low, high],
+               capsize=3, color=color, label=plain(label))
+    ax.set_xticks(x, [plain(w) for w in groups])
+    _duration_axis(ax)
+    ax.set_ylabel("wall time per run (median)")
+    ax.legend()
+    return [Figure("workloads", "Wall time per workload and configuration",
+                   "Median wall time of the runs; the error bars span the middle half of the "
+                   "runs (25th to 75th percentile).", figure)]
+
+
+@styled
+def slowdown_curves(bundles: list[Bundle]) -> list[Figure]:
+    names = bundle_names(bundles)
+    figure, ax, _ = _single_axes(bundles)
+    drawn = 0
+    for bundle, color in zip(bundles, _cycle(), strict=False):
+        points = sorted(bundle.summaries.get("prediction", []), key=lambda p: p["procs"])
+        if not points:
+            continue
+        procs = np.array([p["procs"] for p in points], np.float64)
+        mean = 100 * np.array([p["slowdown_mean"] for p in points])
+        ax.fill_between(procs, 100 * np.array([p["slowdown_min"] for p in points]),
+                        100 * np.array([p["slowdown_max"] for p in points]), color=color,
+                        alpha=0.25, lw=0)
+        ax.plot(procs, mean, "o-", color=color, lw=1.3, ms=3, label=plain(names[id(bundle)]))
+        estimate = [p.get("analytic_slowdown") for p in points]
+        if all(e is not None for e in estimate):
+            ax.plot(procs, 100 * np.array(estimate), "--", color=color, lw=1,
+                    label=f"{plain(names[id(bundle)])}: order-statistics estimate")
+        drawn += 1
+    if not drawn:
+        return []
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_count(int(round(v)))))
+    ax.set_xlabel("processes (P)")
+    ax.set_ylabel("slowdown (%)")
+    ax.legend()
+    return [Figure("slowdown", "Predicted slowdown vs process count",
+                   "Simulated slowdown of the modelled application as the process count grows "
+                   "(band: spread over seeds), and the order-statistics estimate (dashed).",
+                   figure)]
+
+
+def _cycle() -> Iterator[str]:
+    while True:
+        yield from COLORS
+
+
+FigureBuilder = Callable[[list[Bundle]], list[Figure]]
+
+FIGURES: dict[str, list[FigureBuilder]] = {
+    "detour": [detour_timeline, detour_histogram, hourglass_histogram],
+    "ftq": [ftq_series],
+    "fwq": [fwq_series],
+    "spectrum": [spectrum_figure],
+    "attribution": [cause_breakdown],
+    "timerlat": [timerlat_histogram],
+    "oslat": [oslat_histogram],
+    "workloads": [run_time_cdfs, workload_bars],
+    "prediction": [slowdown_curves],
+}
+
+COMPARISONS: list[FigureBuilder] = [noise_bars, detour_rate_curves]

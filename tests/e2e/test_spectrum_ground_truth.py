@@ -1,0 +1,59 @@
+"""Spectrum ground truth on this machine: injected 333 Hz noise is the top
+source; without injection the timer tick (CONFIG_HZ) is listed."""
+
+from __future__ import annotations
+
+import pytest
+
+from noisescope.probes import Injection
+from noisescope.scan import SECOND, ScanOptions, scan
+from noisescope.units import parse_cpu_list
+
+from ..helpers import measure_quietly, run_delay_fraction
+
+RATE_HZ = 333.0
+
+
+def sources(bundle, series):
+    return [s["sources"] for s in bundle.summaries["spectrum"] if s["series"] == series][0]
+
+
+def top_is_injected(bundle) -> bool:
+    tops = [sources(bundle, series)[:1] for series in ("detour", "ftq")]
+    return all(top and abs(top[0]["frequency_hz"] - RATE_HZ) <= 0.01 * RATE_HZ for top in tops)
+
+
+def test_injected_333hz_is_the_top_source(measured_cpu):
+    def measure():
+        return scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND,
+                                probes=("detour", "ftq"),
+                                injections=(Injection(measured_cpu, RATE_HZ, 20_000),)),
+                    argv=["test"])
+
+    bundle = measure_quietly(measure, good=top_is_injected, busy=run_delay_fraction)
+    for series in ("detour", "ftq"):
+        assert sources(bundle, series), (series, run_delay_fraction(bundle))
+        top = sources(bundle, series)[0]
+        assert top["frequency_hz"] == pytest.approx(RATE_HZ, rel=0.01), (series, top)
+        assert top["name"] == "injected noise"
+    assert len(sources(bundle, "detour")[0]["harmonics"]) > 5
+    assert bundle.spectrum.rows > 0
+
+
+def test_timer_tick_is_listed_without_injection(measured_cpu, live_facts):
+    hz = live_facts.config_hz
+    if not hz:
+        pytest.skip("CONFIG_HZ is unknown on this kernel")
+    if live_facts.nohz_full_cpus and measured_cpu in parse_cpu_list(live_facts.nohz_full_cpus):
+        pytest.skip("the measured CPU is nohz_full: its tick mostly stops")
+
+    def listed(bundle) -> bool:
+        return any(abs(s["frequency_hz"] - hz) <= 0.01 * hz for s in sources(bundle, "detour"))
+
+    bundle = measure_quietly(
+        lambda: scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND, probes=("detour",)),
+                     argv=["test"]),
+        good=listed, busy=run_delay_fraction)
+    tick = [s for s in sources(bundle, "detour") if abs(s["frequency_hz"] - hz) <= 0.01 * hz]
+    assert tick, sources(bundle, "detour")
+    assert tick[0]["name"] == f"timer tick (HZ={hz})"

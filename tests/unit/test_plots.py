@@ -1,0 +1,112 @@
+"""Plot helpers: envelopes keep every spike; bundle text is drawn literally."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from noisescope.bundle import Bundle
+from noisescope.render.plots import COLUMNS, envelope, noise_bars
+from noisescope.tables import Table
+
+
+def test_envelope_keeps_the_extremes_of_a_long_series():
+    rng = np.random.default_rng(2)
+    x = np.arange(1_200_000, dtype=np.int64)
+    y = rng.normal(1000, 5, len(x))
+    y[777_777] = 50_000  # one spike among 1.2 million samples
+    y[123_456] = -40_000  # and one dip
+    cx, low, high = envelope(x, y)
+    assert len(cx) == COLUMNS
+    assert np.nanmax(high) == 50_000 and np.nanmin(low) == -40_000
+    column = int(777_777 / len(x) * COLUMNS)
+    assert high[column] == 50_000 and cx[column] <= 777_777 + len(x) / COLUMNS
+
+
+def test_envelope_marks_empty_columns_as_gaps():
+    x = np.r_[np.arange(0, 5_000), np.arange(10_000, 15_000)]  # a gap between two windows
+    cx, low, high = envelope(x, np.ones(len(x)))
+    empty = np.isnan(high)
+    assert empty.any() and not empty[0] and not empty[-1]
+    assert np.all((cx[empty] > 4_990) & (cx[empty] < 10_010))
+
+
+def test_short_series_are_drawn_point_by_point():
+    x, y = np.array([3, 1, 2]), np.array([30, 10, 20])
+    cx, low, high = envelope(x, y)
+    assert cx.tolist() == [1, 2, 3] and low.tolist() == high.tolist() == [10, 20, 30]
+
+
+def test_dollar_signs_in_labels_are_not_tex():
+    def bundle(label, noise):
+        return Bundle({"kind": "scan", "label": label, "summaries": {
+            "detour": [{"cpu": 0, "noise_pct": noise}, {"cpu": 1, "noise_pct": noise * 2}]}})
+
+    (figure,) = noise_bars([bundle("cost $5", 1.0), bundle("$x^2", 2.0)])
+    assert figure.png()[:4] == b"\x89PNG"  # unbalanced '$' would fail as TeX
+    labels = [t.get_text() for t in figure.figure.axes[0].get_xticklabels()]
+    assert labels == [r"cost \$5", r"\$x^2"]
+
+
+def _png_ok(figures, key):
+    assert [f.key for f in figures] == [key]
+    assert figures[0].png()[:4] == b"\x89PNG"
+    return figures[0]
+
+
+def test_cause_breakdown_stacks_the_shares_per_cpu():
+    from noisescope.render.plots import cause_breakdown
+
+    causes = [{"cause": "tick", "detail": "", "share_pct": 60.0},
+              {"cause": "thread", "detail": "kworker", "share_pct": 30.0},
+              {"cause": "thread", "detail": "sshd", "share_pct": 10.0}]
+    bundle = Bundle({"kind": "scan", "summaries": {"attribution": [{"cpu": 3, "causes": causes}]}})
+    figure = _png_ok(cause_breakdown([bundle]), "causes").figure
+    bars = figure.axes[0].patches
+    assert sorted(round(b.get_width()) for b in bars) == [40, 60]  # thread = 30 + 10
+
+
+def test_timer_latency_histogram_leaves_gaps_between_buckets_empty():
+    from noisescope.render.plots import timerlat_histogram
+
+    histogram = Table({"cpu": np.array([1, 1, 1]), "lower_ns": np.array([1000, 5000, 9000]),
+                       "upper_ns": np.array([2000, 6000, 9000]),  # the last one is empty
+                       "count": np.array([7, 2, 1])})
+    bundle = Bundle({"kind": "timerlat", "summaries": {"timerlat": [{"cpu": 1}]}},
+                    {"timerlat_histogram": histogram})
+    figure = _png_ok(timerlat_histogram([bundle]), "timerlat").figure
+    (stairs,) = figure.axes[0].patches
+    values, edges = stairs.get_data().values, stairs.get_data().edges
+    assert values.tolist() == [7, 0, 2] and edges.tolist() == [1000, 2000, 5000, 6000]
+
+
+def test_run_time_cdfs_and_bars_per_configuration():
+    from noisescope.render.plots import run_time_cdfs, workload_bars
+
+    n = 6
+    runs = Table({"workload": np.array(["make"] * 2 * n, dtype=object),
+                  "configuration": np.array(["smt-on"] * n + ["nosmt"] * n, dtype=object),
+                  "status": np.array(["ok"] * (2 * n - 1) + ["timeout"], dtype=object),
+                  "warmup": np.array([True] + [False] * (2 * n - 1)),
+                  "wall_ns": np.arange(2 * n) * 10 + 1000, "user_ns": np.full(2 * n, 900),
+                  "sys_ns": np.full(2 * n, 50)})
+    bundle = Bundle({"kind": "bench", "summaries": {"workloads": [{"workload": "make"}]}},
+                    {"runs": runs})
+    cdf = _png_ok(run_time_cdfs([bundle]), "runs-cdf").figure
+    wall = cdf.axes[0]
+    assert [line.get_label() for line in wall.get_lines()] == ["smt-on", "nosmt"]
+    # the warm-up and the timed-out run are left out: 5 runs each, after the curve's start at 0
+    assert [len(line.get_xdata()) for line in wall.get_lines()] == [6, 6]
+    assert wall.get_lines()[0].get_xdata()[1] == 1010
+    _png_ok(workload_bars([bundle]), "workloads")
+
+
+def test_slowdown_curve_per_prediction():
+    from noisescope.render.plots import slowdown_curves
+
+    points = [{"procs": p, "slowdown_mean": s, "slowdown_min": s * 0.9, "slowdown_max": s * 1.1,
+               "analytic_slowdown": s * 1.05} for p, s in ((2, 0.001), (64, 0.01), (4096, 0.2))]
+    bundle = Bundle({"kind": "prediction", "label": "vm", "summaries": {"prediction": points}})
+    figure = _png_ok(slowdown_curves([bundle]), "slowdown").figure
+    mean = figure.axes[0].get_lines()[0]
+    assert mean.get_xdata().tolist() == [2, 64, 4096]
+    assert np.allclose(mean.get_ydata(), [0.1, 1.0, 20.0])

@@ -1,0 +1,182 @@
+"""Spectrum analysis on synthetic traces whose periodic sources we know."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from noisescope.analysis.spectrum import (
+    BIN_NS,
+    bundle_spectra,
+    detour_pieces,
+    find_sources,
+    lost_time_series,
+    mean_periodogram,
+)
+from noisescope.bundle import Bundle
+from noisescope.tables import Table
+
+SECOND = 1_000_000_000
+
+
+def pulse_train(rng, rate_hz, length_ns, total_ns, jitter_ns=2_000):
+    period = 1e9 / rate_hz
+    starts = np.arange(rng.uniform(0, period), total_ns - length_ns - 3 * jitter_ns, period)
+    starts = starts + rng.normal(0, jitter_ns, len(starts))
+    return starts.astype(np.int64), np.full(len(starts), length_ns, np.int64)
+
+
+def synthetic_trace(rng, total_ns, trains):
+    parts = [pulse_train(rng, rate, length, total_ns) for rate, length in trains]
+    random = np.sort(rng.integers(0, total_ns - 10**6, 300 * total_ns // SECOND))
+    parts.append((random, rng.lognormal(9, 1, len(random)).astype(np.int64)))
+    starts = np.concatenate([p[0] for p in parts])
+    durations = np.concatenate([p[1] for p in parts])
+    order = np.argsort(starts)
+    return starts[order], durations[order]
+
+
+def windows_table(probe, starts, length_ns, cpu=0):
+    starts = np.asarray(starts, np.int64)
+    return Table({"cpu": np.full(len(starts), cpu, np.int32),
+                  "probe": np.full(len(starts), probe, dtype=object),
+                  "start_ns": starts, "end_ns": starts + length_ns})
+
+
+def test_lost_time_is_the_exact_overlap_with_each_bin():
+    starts = np.array([10, 95, 300], np.int64)
+    durations = np.array([20, 30, 250], np.int64)
+    lost = lost_time_series(starts, durations, 0, 500, bin_ns=100)
+    brute = np.zeros(500)
+    for s, d in zip(starts, durations, strict=True):
+        brute[s:s + d] = 1
+    assert lost == pytest.approx(brute.reshape(5, 100).mean(axis=1))
+
+
+def test_a_pure_sine_is_found_at_its_frequency_with_all_the_power():
+    sample_ns = 1_000_000
+    t = np.arange(10_000) * sample_ns / 1e9
+    pieces = [0.01 * np.sin(2 * np.pi * 123.4 * t[i:i + 1000]) for i in range(0, 10_000, 1000)]
+    spec = mean_periodogram(pieces, sample_ns)
+    assert spec.resolution_hz == pytest.approx(1.0)
+    # Parseval: the mean power equals the variance (a sine of amplitude A has A^2/2)
+    assert spec.power.sum() * spec.resolution_hz == pytest.approx(0.01 ** 2 / 2, rel=0.02)
+    (top, *_) = find_sources(spec)
+    assert top["frequency_hz"] == pytest.approx(123.4, rel=1e-3)
+    assert top["share_pct"] > 95
+
+
+def test_injected_source_and_tick_in_windowed_detour_trace():
+    """SCHED_FIFO-like windows (900 ms of every second): the gaps are left out,
+    the 333 Hz source comes first with its harmonics, the tick is named."""
+    rng = np.random.default_rng(7)
+    total = 10 * SECOND
+    starts, durations = synthetic_trace(rng, total, [(333.0, 20_000), (250.0, 13_000)])
+    window_starts = np.arange(0, total, SECOND)
+    in_window = (starts % SECOND) + durations < 900_000_000
+    detours = Table({"cpu": np.zeros(in_window.sum(), np.int32), "start_ns": starts[in_window],
+                     "duration_ns": durations[in_window]})
+    bundle = Bundle({"summaries": {"detour": [{"cpu": 0, "overflow": 0}]},
+                     "parameters": {"injections": [{"cpu": 0, "rate_hz": 333.0}]},
+                     "host": {"config_hz": 250}},
+                    {"detours": detours,
+                     "windows": windows_table("detour", window_starts, 900_000_000)})
+    table, (summary,) = bundle_spectra(bundle)
+    assert summary["series"] == "detour" and summary["segments"] == 10
+    assert summary["segment_ns"] == 900_000_000  # one segment per window, none across a gap
+    top, second = summary["sources"][:2]
+    assert top["frequency_hz"] == pytest.approx(333.0, rel=0.002)
+    assert top["name"] == "injected noise"
+    assert len(top["harmonics"]) > 20  # short pulses: a comb of harmonics, grouped
+    assert second["frequency_hz"] == pytest.approx(250.0, rel=0.002)
+    assert second["name"] == "timer tick (HZ=250)"
+    assert top["share_pct"] > second["share_pct"] > 5
+    assert table.rows == len(table["frequency_hz"]) and table["frequency_hz"].max() <= 1e9 / BIN_NS / 2
+
+
+def test_ftq_series_spectrum_names_the_injection():
+    rng = np.random.default_rng(3)
+    quantum = 1_000_000
+    total = 8 * SECOND
+    starts, durations = synthetic_trace(rng, total, [(333.0, 20_000)])
+    lost = lost_time_series(starts, durations, 0, total, bin_ns=quantum)
+    work = np.rint(30_000 * (1 - lost)).astype(np.int64)
+    ftq = Table({"cpu": np.ones(len(work), np.int32),
+                 "start_ns": np.arange(len(work), dtype=np.int64) * quantum, "work": work})
+    bundle = Bundle({"summaries": {"ftq": [{"cpu": 1}]},
+                     "parameters": {"quantum_ns": quantum,
+                                    "injections": [{"cpu": 1, "rate_hz": 333.0}]}},
+                    {"ftq": ftq, "windows": windows_table("ftq", np.arange(8) * SECOND, SECOND, cpu=1)})
+    _, (summary,) = bundle_spectra(bundle)
+    assert summary["nyquist_hz"] == pytest.approx(500)
+    assert summary["sources"][0]["frequency_hz"] == pytest.approx(333.0, rel=0.01)
+    assert summary["sources"][0]["name"] == "injected noise"
+
+
+def test_threshold_quantiles_match_the_gamma_distribution():
+    from scipy.special import gammainccinv
+
+    from noisescope.analysis.spectrum import _gamma_quantile
+
+    for shape in (1, 3, 10, 600):
+        for tail in (0.5, 1e-4, 1e-8):
+            exact = gammainccinv(shape, tail) / shape
+            assert _gamma_quantile(shape, 1 - tail) == pytest.approx(exact, rel=0.13)
+
+
+def test_white_noise_has_no_sources():
+    rng = np.random.default_rng(11)
+    pieces = [rng.normal(0, 0.01, 20_000) for _ in range(20)]
+    assert find_sources(mean_periodogram(pieces, BIN_NS)) == []
+
+
+def test_windows_after_a_detour_buffer_overflow_are_left_out():
+    rng = np.random.default_rng(5)
+    starts, durations = synthetic_trace(rng, 4 * SECOND, [(333.0, 20_000)])
+    keep = starts < 2 * SECOND  # the buffer filled up after 2 s
+    detours = Table({"cpu": np.zeros(keep.sum(), np.int32), "start_ns": starts[keep],
+                     "duration_ns": durations[keep]})
+    windows = windows_table("detour", np.arange(4) * SECOND, SECOND)
+    last_end = int((starts[keep] + durations[keep]).max())
+    assert len(list(detour_pieces(detours, windows, 0, last_end))) == 1
+    assert len(list(detour_pieces(detours, windows, 0, None))) == 4
+
+
+def test_a_comb_without_its_fundamental_is_one_source_and_the_tick_stays_apart():
+    """As on the development VM: lines at 800, 900, 1100, ... Hz (a 100 Hz host
+    timer whose own line is too weak to show) beside the 250 Hz tick."""
+    from noisescope.analysis.spectrum import Spectrum
+
+    rng = np.random.default_rng(4)
+    frequency = np.fft.rfftfreq(20_000, BIN_NS / 1e9)  # 1 Hz bins up to 10 kHz
+    power = rng.gamma(10, 1 / 10, len(frequency))  # 10 averaged periodograms of noise
+    for f in [800, 900, 1100, 1200, 1300, 1400, 1600, 1700, 1900, 2100, 2300]:
+        power[f - 1:f + 2] += [20, 40, 20]
+    for f in range(250, 5001, 250):
+        power[f - 1:f + 2] += [40, 80, 40]
+    spec = Spectrum(frequency, power, BIN_NS, 20_000, 10)
+    sources = find_sources(spec, {250.0: "timer tick (HZ=250)"})
+    assert [round(s["frequency_hz"]) for s in sources[:2]] == [250, 100]
+    assert sources[0]["name"] == "timer tick (HZ=250)" and sources[1]["name"] is None
+    assert 1 not in sources[1]["harmonics"] and {8, 9, 12, 23} <= set(sources[1]["harmonics"])
+    assert len(sources) == 2
+
+
+def test_a_line_at_a_known_frequency_is_never_a_harmonic_of_another():
+    """A 125 Hz source (another task's timer) must not swallow the 250 Hz tick."""
+    rng = np.random.default_rng(6)
+    starts, durations = synthetic_trace(rng, 6 * SECOND, [(125.0, 30_000), (250.0, 13_000)])
+    pieces = [lost_time_series(starts, durations, w * SECOND, (w + 1) * SECOND) for w in range(6)]
+    sources = find_sources(mean_periodogram(pieces, BIN_NS), {250.0: "timer tick (HZ=250)"})
+    tick = [s for s in sources if s["name"]]
+    other = [s for s in sources if not s["name"]]
+    assert len(tick) == 1 and tick[0]["frequency_hz"] == pytest.approx(250, rel=0.002)
+    assert other[0]["frequency_hz"] == pytest.approx(125, rel=0.002)  # the strongest unnamed
+
+
+def test_windows_a_sample_short_still_count():
+    """A window that started late holds one quantum less; it is not thrown away."""
+    rng = np.random.default_rng(8)
+    pieces = [rng.normal(0, 0.01, 1000 - (i % 2)) for i in range(10)]
+    spec = mean_periodogram(pieces, 1_000_000)
+    assert spec.segments == 10 and spec.segment_samples == 999
