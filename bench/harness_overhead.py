@@ -8,6 +8,9 @@ drift hits every method alike:
   runner    noisescope's Runner.run (launcher, output files, /proc/stat, wait4 report)
   placed    the same with the child pinned to one CPU (spawned from a placed thread)
   bench     the whole experiment loop (Runner + steps + records), per run
+  traced    the same with SMT sibling occupancy traced (root; CPUs 0 and 1
+            declared siblings): tracefs start/stop, buffer copy and decoding
+            after every run
 and prints the median time per run of each and the extra over `bare`.
 """
 
@@ -22,6 +25,8 @@ from noisescope.clock import measurement_clock
 from noisescope.experiment import Configuration, Experiment, prepare, run_steps
 from noisescope.placement import Placement, ResolvedPlacement
 from noisescope.scan import live_host_facts
+from noisescope.trace.siblings import OccupancyOptions, SiblingRecorder
+from noisescope.trace.tracefs import TracingUnavailable
 from noisescope.workload import Runner, Workload
 
 TRUE = "/bin/true"
@@ -58,6 +63,15 @@ def main() -> None:
 
     methods = {"bare": bare, "runner": with_runner(unplaced), "placed": with_runner(placed),
                "bench": lambda n: run_steps(experiment, prepared, clock)}
+    traced = Experiment((workload,), (Configuration("", Placement(cpus=(0,))),), runs=args.runs,
+                        warmup=0, occupancy=OccupancyOptions("on", ((0, 1),)))
+    traced_prepared = prepare(traced, facts)
+    try:
+        recorder = SiblingRecorder.open(traced_prepared.occupancy, clock, traced.occupancy)
+        methods["traced"] = lambda n: run_steps(traced, traced_prepared, clock, recorder=recorder)
+    except TracingUnavailable as why:
+        recorder = None
+        print(f"traced: skipped ({why})")
     per_run: dict[str, list[float]] = {name: [] for name in methods}
     for method in methods.values():  # warm-up: page cache, imports
         method(3)
@@ -67,6 +81,8 @@ def main() -> None:
             method(args.runs)
             per_run[name].append((time.perf_counter_ns() - begin) / args.runs / 1e6)
     runner.close()
+    if recorder:
+        recorder.close()
     base = statistics.median(per_run["bare"])
     print(f"/bin/true, {args.rounds} rounds x {args.runs} runs per method, medians per run:")
     for name, times in per_run.items():

@@ -13,6 +13,7 @@ Ctrl-C (or SIGTERM) ends the current run and keeps every completed one.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -31,6 +32,16 @@ from .privileges import can_use_fifo
 from .probes import PROBES, Injection
 from .probes.inject import BackgroundInjection
 from .tables import Table
+from .trace.siblings import (
+    CATEGORIES,
+    OccupancyOptions,
+    OccupancyPlan,
+    SiblingRecorder,
+    plan_occupancy,
+    shares,
+    unavailable,
+)
+from .trace.tracefs import TracingUnavailable
 from .units import parse_cpu_list, parse_positive_duration
 from .workload import Metric, Runner, RunResult, Workload
 
@@ -91,6 +102,7 @@ class Experiment:
     probes: ProbePlan = ProbePlan()
     name: str | None = None
     source: str | None = None  # the TOML file it came from
+    occupancy: OccupancyOptions = OccupancyOptions()  # SMT sibling occupancy, traced live
 
     def __post_init__(self) -> None:
         if not self.workloads:
@@ -122,7 +134,7 @@ class Experiment:
                 "warmup": self.warmup, "timeout_ns": self.timeout_ns, "order": self.order,
                 "workloads": [w.to_dict() for w in self.workloads],
                 "configurations": [c.to_dict() for c in self.configurations],
-                "probes": self.probes.to_dict()}
+                "probes": self.probes.to_dict(), "occupancy": self.occupancy.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,7 @@ class Record:
     result: RunResult
     injections: Table  # injected noise during this run (thread mode), if any
     injection_overflow: int = 0
+    occupancy: Table = field(default_factory=Table)  # SMT sibling occupancy, if traced
 
 
 # Called after every run: (runs done, runs planned, the step just finished, its result)
@@ -165,6 +178,8 @@ class Prepared:
     placements: dict[str, ResolvedPlacement]
     injector_priority: int
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    occupancy: OccupancyPlan | None = None  # what to trace for sibling occupancy, if anything
+    occupancy_note: str = ""  # ... in words, or why nothing
 
 
 def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
@@ -188,6 +203,8 @@ def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
     if experiment.runs < FEW_RUNS:
         notes.append(Diagnostic(Code.TOO_FEW_RUNS, f"only {experiment.runs} runs per workload "
                                 f"and configuration"))
+    plan, note = plan_occupancy(experiment.occupancy, facts,
+                                {name: resolved.cpus for name, resolved in placements.items()})
     used = set()
     for resolved in placements.values():
         used.update(resolved.cpus if resolved.cpus is not None else facts.online)
@@ -195,7 +212,7 @@ def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
     if scaled:
         notes.append(Diagnostic(Code.FREQUENCY_SCALING, f"frequency governor {', '.join(scaled)} "
                                 f"on the workload CPUs: run times follow the clock speed"))
-    return Prepared(placements, injector_priority, notes)
+    return Prepared(placements, injector_priority, notes, plan, note)
 
 
 def _config_name(config: Configuration) -> str:
@@ -203,14 +220,16 @@ def _config_name(config: Configuration) -> str:
 
 
 def run_steps(experiment: Experiment, prepared: Prepared, clock,
-              progress: RunCallback | None = None) -> tuple[list[Record], bool]:
-    """Run every step; returns the records and whether it was interrupted."""
+              progress: RunCallback | None = None,
+              recorder: SiblingRecorder | None = None) -> tuple[list[Record], bool]:
+    """Run every step (traced for sibling occupancy by `recorder`, if given);
+    returns the records and whether it was interrupted."""
     steps = plan_steps(experiment)
     records: list[Record] = []
     try:
         with Runner() as runner:
             for step in steps:
-                record, interrupted = _run_step(step, experiment, prepared, clock, runner)
+                record, interrupted = _run_step(step, experiment, prepared, clock, runner, recorder)
                 records.append(record)
                 if progress:
                     progress(len(records), len(steps), step, record.result)
@@ -222,25 +241,39 @@ def run_steps(experiment: Experiment, prepared: Prepared, clock,
 
 
 def _run_step(step: Step, experiment: Experiment, prepared: Prepared, clock,
-              runner: Runner) -> tuple[Record, bool]:
-    """One run with its injections; returns the record and whether Ctrl-C came."""
+              runner: Runner, recorder: SiblingRecorder | None = None) -> tuple[Record, bool]:
+    """One run with its injections (and trace); returns the record and
+    whether Ctrl-C came."""
     config = step.configuration
     env = {**step.workload.environment(), **dict(config.env)}
     injector = (BackgroundInjection(config.injections, clock, experiment.timeout_ns,
                                     prepared.injector_priority) if config.injections else None)
-    injections, overflow, interrupted = Table(), 0, False
+    injections, overflow, interrupted, recording = Table(), 0, False, None
     try:
         if injector:
             injector.start()
+        if recorder:
+            recorder.start()
         result = runner.run(step.workload, prepared.placements[config.name],
                             experiment.timeout_ns, env)
         if injector:
             injections, overflow, interrupted = injector.stop()
     finally:
+        if recorder:
+            recording = recorder.stop()
         if injector:
             injector.stop()  # no-op when stopped above; ends the injectors on errors
     interrupted = interrupted or result.status == "interrupted"
-    return Record(step, result, injections, overflow), interrupted
+    record = Record(step, result, injections, overflow)
+    if recorder and recording:
+        start_ns, end_ns = (int(v) for v in clock.timestamp_ns(np.array([result.start_ticks,
+                                                                          result.end_ticks])))
+        try:
+            record.occupancy = recorder.measure(recording, step.order, config.name, result.pid,
+                                                start_ns, end_ns)
+        except KeyboardInterrupt:  # the run is kept, without its occupancy
+            interrupted = True
+    return record, interrupted
 
 
 def measure(experiment: Experiment, *, label: str | None = None, facts: HostFacts | None = None,
@@ -257,7 +290,19 @@ def measure(experiment: Experiment, *, label: str | None = None, facts: HostFact
     if destination is not None:
         check_destination(Path(destination))
     clock = measurement_clock(facts.tsc_flags)
-    records, interrupted = run_steps(experiment, prepared, clock, progress)
+    recorder = None
+    if prepared.occupancy is not None:
+        try:
+            recorder = SiblingRecorder.open(prepared.occupancy, clock, experiment.occupancy)
+        except TracingUnavailable as why:
+            prepared.occupancy, prepared.occupancy_note = None, f"not measured: {why}"
+            prepared.diagnostics.append(unavailable(why))
+    try:
+        records, interrupted = run_steps(experiment, prepared, clock, progress, recorder)
+    finally:
+        if recorder:
+            recorder.close()  # the kernel's tracing state restored, also on errors
+            prepared.diagnostics.extend(recorder.diagnostics())
     bundle = build_bundle(experiment, prepared, records, facts, clock, label=label,
                           started=started, finished=utc_now(), argv=argv,
                           complete=not interrupted)
@@ -313,7 +358,39 @@ def runs_table(experiment: Experiment, records: list[Record], clock) -> Table:
              "system_interrupts_per_s": np.float64}
     columns = {name: np.array(rows[name], dtype=types.get(name, np.int64)) for name in rows}
     columns.update({f"metric_{name}": np.array(values[name], np.float64) for name in metrics})
+    if any(record.occupancy.rows for record in records):
+        per_run = [shares(record.occupancy) for record in records]
+        columns.update({f"sibling_{c}_pct": np.array([run[c] for run in per_run], np.float64)
+                        for c in CATEGORIES})
     return Table(columns)
+
+
+def occupancy_table(records: list[Record]) -> Table:
+    """Every traced run's occupancy rows (order links them to the runs table)."""
+    return Table.concat(record.occupancy for record in records)
+
+
+def occupancy_summaries(experiment: Experiment, records: list[Record]) -> list[dict]:
+    """Per workload, configuration, CPU and sibling: the shares (%) over the
+    successful measured runs, pooled (time-weighted)."""
+    rows = []
+    for config in experiment.configurations:
+        for workload in experiment.workloads:
+            mine = [r.occupancy for r in records if r.step.configuration is config
+                    and r.step.workload is workload and not r.step.warmup
+                    and r.result.status == "ok" and r.occupancy.rows]
+            if not mine:
+                continue
+            table = Table.concat(mine)
+            for cpu, sibling in sorted(set(zip(table["cpu"].tolist(), table["sibling"].tolist(),
+                                               strict=True))):
+                pair = table.where(cpu=cpu, sibling=sibling)
+                rows.append({"workload": workload.name, "configuration": config.name,
+                             "workload_cpu": cpu, "sibling": sibling, "runs": len(mine),
+                             "workload_ns": int(pair["workload_ns"].sum()),
+                             **{f"{c}_pct": None if math.isnan(v) else v
+                                for c, v in shares(pair).items()}})
+    return rows
 
 
 def injections_table(records: list[Record]) -> Table:
@@ -411,13 +488,30 @@ def build_bundle(experiment: Experiment, prepared: Prepared, records: list[Recor
         "privileges": privileges,
         "summaries": {"workloads": workload_summaries(experiment, runs)},
         "warnings": [d.to_dict() for d in diagnostics],
+        "occupancy": occupancy_section(prepared),
         "tables": {},
     }
     tables = {"runs": runs}
     injections = injections_table(records)
     if injections.rows:
         tables["injections"] = injections
+    occupancy = occupancy_table(records)
+    if occupancy.rows:
+        tables["occupancy"] = occupancy
+        manifest["summaries"]["occupancy"] = occupancy_summaries(experiment, records)
     return Bundle(manifest, tables)
+
+
+def occupancy_section(prepared: Prepared) -> dict:
+    """The manifest's `occupancy`: whether sibling occupancy was traced, on
+    which CPUs and siblings (or why not)."""
+    plan = prepared.occupancy
+    section: dict = {"measured": plan is not None, "note": prepared.occupancy_note}
+    if plan is not None:
+        section.update(source=plan.source, traced_cpus=list(plan.traced),
+                       siblings={str(c): list(s) for c, s in sorted(plan.siblings.items())},
+                       workload_cpus={name: list(c) for name, c in plan.cpus.items()})
+    return section
 
 
 # -- experiment files ---------------------------------------------------------
@@ -683,10 +777,12 @@ def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
 
 
 def override(experiment: Experiment, *, runs: int | None = None, warmup: int | None = None,
-             configurations: Iterable[str] | None = None) -> Experiment:
-    """The experiment with repetitions or the configurations to run replaced
-    (from the command line)."""
-    changes: dict = {k: v for k, v in (("runs", runs), ("warmup", warmup)) if v is not None}
+             configurations: Iterable[str] | None = None,
+             occupancy: OccupancyOptions | None = None) -> Experiment:
+    """The experiment with repetitions, the configurations to run or the
+    sibling occupancy options replaced (from the command line)."""
+    changes: dict = {k: v for k, v in (("runs", runs), ("warmup", warmup), ("occupancy", occupancy))
+                     if v is not None}
     if configurations is not None:
         by_name = {c.name: c for c in experiment.configurations}
         wanted = [name.strip() for name in configurations if name.strip()]

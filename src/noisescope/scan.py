@@ -190,12 +190,14 @@ def probe_start_ns(first_ns: int, schedule, index: int) -> int:
 def scan(options: ScanOptions, *, argv: list[str] | None = None,
          facts: HostFacts | None = None, progress: ScanProgress | None = None,
          destination: str | os.PathLike[str] | None = None, kind: str = "scan",
-         on_ready: Callable[[], int] | None = None) -> Bundle:
+         on_ready: Callable[[], int] | None = None,
+         amend: Callable[[Bundle], None] | None = None) -> Bundle:
     """Measure, and write the bundle to `destination` if given (checked first).
     `kind` names the command in the manifest (a `timerlat` run is a scan too).
     `on_ready`, if given, is called once everything is checked and the clock is
     known, just before measuring; it returns the start (CLOCK_MONOTONIC ns) to
-    use instead of options.start_mono_ns (cluster scans agree on it there)."""
+    use instead of options.start_mono_ns (cluster scans agree on it there).
+    `amend` completes the manifest before it is written."""
     from .bundle import check_destination
 
     started = utc_now()
@@ -234,7 +236,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     try:
         return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
                         argv=argv, progress=progress, destination=destination, kind=kind,
-                        on_ready=on_ready)
+                        on_ready=on_ready, amend=amend)
     finally:
         tracing.close()
         tracing.discard()
@@ -243,7 +245,8 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
              schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
              progress: ScanProgress | None, destination, kind: str,
-             on_ready: Callable[[], int] | None) -> Bundle:
+             on_ready: Callable[[], int] | None,
+             amend: Callable[[Bundle], None] | None = None) -> Bundle:
     injector_priority = 99 if can_use_fifo(99) else 0
     if on_ready is not None:
         options = replace(options, start_mono_ns=on_ready())
@@ -291,6 +294,8 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
     bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
     add_spectra(bundle)
     release_free_memory()  # the spectra's temporaries, before pyarrow writes the bundle
+    if amend is not None:
+        amend(bundle)
     if destination is not None:
         bundle.write(destination)
     return bundle

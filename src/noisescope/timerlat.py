@@ -4,7 +4,9 @@ A timerlat run is a scan with only the timerlat probe, with cyclictest's
 options: the wakeup interval, a loop count or a duration, a SCHED_FIFO
 priority (0 for normal scheduling) and a histogram limit. The windows are
 back to back and a whole number of intervals long, so that `loops` deadlines
-are measured exactly.
+are measured exactly. Where tracefs is usable the kernel's events are
+recorded meanwhile, and every wakeup at least `trace_threshold_ns` late is
+explained (trace/wakeups.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .host import HostFacts
 from .pmqos import cpu_latency_request
 from .probes import timerlat as timerlat_probe
 from .scan import DEFAULT_RT_PRIORITY, ScanOptions, ScanProgress, live_host_facts, scan
+from .trace.scanning import TraceOptions
+from .trace.wakeups import DEFAULT_THRESHOLD_NS
 
 SECOND = 1_000_000_000
 DEFAULT_DURATION_NS = 10 * SECOND
@@ -35,6 +39,8 @@ class TimerlatOptions:
     keep_series: bool = True
     dma_latency_us: int | None = None  # hold /dev/cpu_dma_latency at this bound
     label: str | None = None
+    trace: bool = True  # record kernel events (where tracefs is usable) ...
+    trace_threshold_ns: int = DEFAULT_THRESHOLD_NS  # ... and explain wakeups at least this late
 
     def check(self) -> None:
         if not 0 <= self.priority <= 99:
@@ -48,6 +54,9 @@ class TimerlatOptions:
         if self.dma_latency_us is not None and self.dma_latency_us < 0:
             raise UsageError(f"--dma-latency must be 0 or more, got {self.dma_latency_us}",
                              "e.g. --dma-latency 0 (as cyclictest does)")
+        if self.trace_threshold_ns < 0:
+            raise UsageError(f"--trace-threshold must not be negative, got {self.trace_threshold_ns} ns",
+                             "e.g. --trace-threshold 50us")
         timerlat_probe.check_interval(self.interval_ns)
         timerlat_probe.check_histogram(self.histogram_ns)
 
@@ -67,7 +76,9 @@ class TimerlatOptions:
                            rt=self.priority > 0, priority=self.priority or DEFAULT_RT_PRIORITY,
                            runtime_ns=self.window_ns, period_ns=self.window_ns,
                            interval_ns=self.interval_ns, histogram_ns=self.histogram_ns,
-                           keep_series=self.keep_series, label=self.label)
+                           keep_series=self.keep_series, label=self.label,
+                           trace=TraceOptions(enabled=self.trace, cost_reference_ns=0,
+                                              wakeup_threshold_ns=self.trace_threshold_ns))
 
 
 def timerlat(options: TimerlatOptions, *, argv: list[str] | None = None,
@@ -79,10 +90,10 @@ def timerlat(options: TimerlatOptions, *, argv: list[str] | None = None,
         check_destination(Path(destination))
     facts = facts or live_host_facts()
     with cpu_latency_request(options.dma_latency_us) as dma_latency:
-        bundle = scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
-                      kind="timerlat")
-    bundle.manifest["privileges"]["dma_latency"] = dma_latency
-    bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
-    if destination is not None:
-        bundle.write(destination)
-    return bundle
+        def amend(bundle: Bundle) -> None:
+            bundle.manifest["privileges"]["dma_latency"] = dma_latency
+            bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
+
+        # Written by the scan: the trace goes to Parquet beside the bundle, not memory.
+        return scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
+                    destination=destination, kind="timerlat", amend=amend)

@@ -175,6 +175,7 @@ class RunResult:
     start_ticks: int
     end_ticks: int
     metrics: dict[str, float | None] = field(default_factory=dict)
+    pid: int = 0  # the process started (0: none), as traces name it
 
 
 def read_proc_stat(path: str = "/proc/stat") -> tuple[int, int]:
@@ -229,10 +230,10 @@ class Runner:
         ctxt_before, intr_before = read_proc_stat()
         start_ticks = _native.ticks()
         if path is None:
-            report, ended, interrupted = LaunchReport(True, errno.ENOENT), "exit", False
+            report, ended, interrupted, pid = LaunchReport(True, errno.ENOENT), "exit", False, 0
         else:
-            report, ended, interrupted = launcher.run(path, workload.command, environment,
-                                                      workload.cwd, timeout_ns)
+            report, ended, interrupted, pid = launcher.run(path, workload.command, environment,
+                                                           workload.cwd, timeout_ns)
         end_ticks = _native.ticks()
         ctxt_after, intr_after = read_proc_stat()
 
@@ -262,7 +263,7 @@ class Runner:
             major_faults=report.major_faults, system_context_switches=ctxt_after - ctxt_before,
             system_interrupts=intr_after - intr_before, start_ticks=start_ticks,
             end_ticks=end_ticks,
-            metrics={m.name: m.extract(stdout, stderr) for m in workload.metrics})
+            metrics={m.name: m.extract(stdout, stderr) for m in workload.metrics}, pid=pid)
 
     @staticmethod
     def _tail(output) -> str:
@@ -312,8 +313,9 @@ class _Launcher:
         self.alive = True
 
     def run(self, path: str, argv: list[str], env: Mapping[str, str], cwd: str | None,
-            timeout_ns: int) -> tuple[LaunchReport, str, bool]:
-        """One run; returns (report, 'exit' or 'timeout', interrupted)."""
+            timeout_ns: int) -> tuple[LaunchReport, str, bool, int]:
+        """One run; returns (report, 'exit' or 'timeout', interrupted, the
+        started process's pid or 0)."""
         fields = [path, str(len(argv)), *argv, str(len(env)),
                   *(f"{k}={v}" for k, v in env.items()), cwd or ""]
         payload = b"".join(os.fsencode(f) + b"\0" for f in fields)
@@ -321,7 +323,7 @@ class _Launcher:
             os.write(self._requests, struct.pack("=I", len(payload)) + payload)
         except BrokenPipeError:
             self.alive = False
-            return LaunchReport(), "exit", False
+            return LaunchReport(), "exit", False, 0
         interrupted = False
         try:
             first = self._line(None)
@@ -329,7 +331,7 @@ class _Launcher:
             interrupted = True
             first = self._uninterrupted_line()
         if not first.startswith("P "):
-            return self._report(first), "exit", interrupted
+            return self._report(first), "exit", interrupted, 0
         group = int(first.split()[1])
         ended = "exit"
         try:
@@ -342,7 +344,7 @@ class _Launcher:
             line = self._end(group)
         if ended == "timeout" or interrupted:
             _signal_group(group, signal.SIGKILL)  # what is left of the group
-        return self._report(line), ended, interrupted
+        return self._report(line), ended, interrupted, group
 
     def _line(self, timeout_ns: int | None) -> str | None:
         """The next line from the launcher ('' at its end; None on timeout)."""

@@ -238,3 +238,20 @@ def test_timerlat_and_imported_summaries_compare_by_cpu_or_thread():
     assert row.stats.n == 5 and row.change.verdict == "worse"
     assert compare(bundles, per_cpu=True).row("timerlat thread1", "p99_ns", "busy").stats.mean \
         == 80000.0
+
+
+def test_sibling_shares_change_in_percentage_points():
+    """Sibling occupancy shares can be 0 in the baseline: their change is the
+    difference of the means (pp), not a ratio; runs without a trace are left out."""
+    rng = np.random.default_rng(1)
+    alone, pair = bench_bundle("alone", [1.0] * 8), bench_bundle("pair", [1.0] * 8)
+    alone.table("runs")._columns["sibling_same_pct"] = np.append(np.zeros(7), np.nan)
+    pair.table("runs")._columns["sibling_same_pct"] = 40 + rng.normal(0, 2, 8)
+    result = compare([alone, pair])
+    base, change = result.row("app", "sibling_same_pct", "alone"), \
+        result.row("app", "sibling_same_pct", "pair").change
+    assert base.stats.n == 7 and base.stats.mean == 0
+    assert change.change_unit == "pp" and change.ci_low_pct < change.change_pct < change.ci_high_pct
+    assert 35 < change.change_pct < 45 and change.verdict == "higher"
+    assert wall_change(result, "pair").change_unit == "%"
+    assert " pp*)" in markdown(result)  # the paper table's cell: mean ± sd (+40.1 pp*)

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 
 import numpy as np
 import pytest
 
 from noisescope.analysis.occupancy import Occupancy, occupancy, sibling_pairs
 from noisescope.tables import Table
+from noisescope.trace.events import parse_text
 
 from ..conftest import FIXTURES
+from .test_trace_events import identity
 
 TRACE = FIXTURES / "traces" / "sched_switch_smt.txt.gz"
 META = json.loads((FIXTURES / "traces" / "sched_switch_smt.json").read_text())
-# The tracing layer (issue 3) parses trace text into this table; the tests
-# parse the fixture themselves so that they do not depend on it.
-_LINE = re.compile(r"\[(\d+)\]\s+\S+\s+(\d+)\.(\d+): sched_switch: prev_comm=(.*) prev_pid=(\d+) "
-                   r"prev_prio=\d+ prev_state=(\S+) ==> next_comm=(.*) next_pid=(\d+) next_prio=")
 
 
 def switches(events: list[tuple[int, int, int, int]]) -> Table:
@@ -39,15 +36,12 @@ def switches(events: list[tuple[int, int, int, int]]) -> Table:
 
 
 def captured() -> Table:
-    rows = [_LINE.search(line).groups() for line in gzip.open(TRACE, "rt")]
-    return Table({
-        "cpu": np.array([int(r[0]) for r in rows]),
-        "timestamp_ns": np.array([int(r[1]) * 10**9 + int(r[2]) * 1000 for r in rows]),
-        "prev_comm": np.array([r[3] for r in rows], object),
-        "prev_pid": np.array([int(r[4]) for r in rows]),
-        "prev_state": np.array([r[5] for r in rows], object),
-        "next_comm": np.array([r[6] for r in rows], object),
-        "next_pid": np.array([int(r[7]) for r in rows])})
+    """The fixture's switches, read by the tracing layer's text reader (the
+    `mono` trace clock prints seconds: they become nanoseconds as they are)."""
+    with gzip.open(TRACE, "rt") as lines:
+        switches = parse_text(lines, identity).switches
+    assert switches.rows == 1035  # every line of the fixture
+    return switches
 
 
 def test_exact_shares_on_a_known_timeline():

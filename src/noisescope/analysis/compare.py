@@ -56,10 +56,14 @@ class MetricInfo:
     title: str  # for people (wall, noise %, tps)
     unit: str  # ns, KiB, /s, %, count or ""
     better: str | None = "lower"  # lower, higher or None (no direction)
+    # Changes as differences of the means (percentage points) rather than
+    # ratios: for shares whose baseline can be 0.
+    difference: bool = False
 
 
-def _info(name: str, title: str, unit: str, better: str | None = "lower") -> MetricInfo:
-    return MetricInfo(name, title, unit, better)
+def _info(name: str, title: str, unit: str, better: str | None = "lower",
+          difference: bool = False) -> MetricInfo:
+    return MetricInfo(name, title, unit, better, difference)
 
 
 # Runs-table columns compared for bench bundles; DEFAULT_RUN_METRICS unless asked for more.
@@ -74,8 +78,13 @@ RUN_METRICS = {m.name: m for m in (
     _info("maxrss_kib", "max RSS", "KiB"),
     _info("minor_faults", "minor faults", "count"),
     _info("major_faults", "major faults", "count"),
+    # SMT sibling occupancy (where traced): what the sibling of a workload CPU ran
+    _info("sibling_same_pct", "sibling same %", "%", None, difference=True),
+    _info("sibling_idle_pct", "sibling idle %", "%", None, difference=True),
+    _info("sibling_foreign_pct", "sibling foreign %", "%", difference=True),
 )}
-DEFAULT_RUN_METRICS = ("wall_ns", "user_ns", "sys_ns", "system_context_switches_per_s")
+DEFAULT_RUN_METRICS = ("wall_ns", "user_ns", "sys_ns", "system_context_switches_per_s",
+                       "sibling_same_pct", "sibling_idle_pct", "sibling_foreign_pct")
 PERTURBATION_METRICS = ("wall_ns", "user_ns", "sys_ns")
 
 # Per-CPU summary fields compared by default, per probe; other probes (imported
@@ -123,13 +132,14 @@ class GroupStats:
 class Change:
     """A configuration against the baseline, for one workload and metric."""
 
-    change_pct: float | None  # change of the mean, % of the baseline mean
+    change_pct: float | None  # change of the mean, % of the baseline mean (or pp, see change_unit)
     ci_low_pct: float | None
     ci_high_pct: float | None
     p_value: float | None  # two-sided Mann-Whitney U
     q_value: float | None  # Benjamini-Hochberg over all comparisons
     significant: bool
     verdict: str  # "not significant", "worse", "better", "higher", "lower", "too few runs"
+    change_unit: str = "%"  # change and CI: "%" of the baseline mean, or "pp" (difference of the means)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -303,7 +313,9 @@ def _runs_observations(bundle: Bundle, selection: MetricSelection, obs: _Observa
             own = _workload_metrics(bundle, workload)
             for metric in metrics:
                 values = ok[metric.name].astype(np.float64)
-                if metric.name.startswith("metric_"):
+                if metric.name.startswith("sibling_"):
+                    values = values[~np.isnan(values)]  # runs without a trace have none
+                elif metric.name.startswith("metric_"):
                     if metric.title not in own:
                         continue  # another workload's metric
                     found = values[~np.isnan(values)]
@@ -436,9 +448,9 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
         if not bundle.complete:
             notes.append(Diagnostic(Code.INTERRUPTED, f"{bundle.path or bundle.name} is "
                                     f"incomplete: what it measured is included"))
-        if bundle.has_table("runs"):
+        if bundle.has_table("runs"):  # its summaries are made of the runs
             _runs_observations(bundle, selection, obs, notes)
-        if bundle.kind == "fleet":
+        elif bundle.kind == "fleet":
             _fleet_observations(bundle, selection, obs, per_cpu=per_cpu, per_node=per_node,
                                 by_node=by_node)
         else:
@@ -478,7 +490,11 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
         change, ci, p = None, (None, None), None
         if len(values) >= 2 and len(reference) >= 2:
             base_mean = reference.mean()
-            if base_mean != 0:
+            if obs.metrics[metric].difference:
+                change = float(values.mean() - base_mean)
+                low, high = np.percentile(resampled(key) - resampled(base_key), [tail, 100 - tail])
+                ci = (float(low), float(high))
+            elif base_mean != 0:
                 change = float(100 * (values.mean() / base_mean - 1))
                 ratio = resampled(key) / resampled(base_key)
                 low, high = np.percentile(100 * (ratio - 1), [tail, 100 - tail])
@@ -498,7 +514,8 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
         few = min(len(groups[key]), len(groups[(key[0], key[1], base)])) < 2
         verdict = "too few runs" if few else _verdict(change, significant,
                                                       obs.metrics[key[1]].better)
-        changes[key] = Change(change, low, high, p, q, significant, verdict)
+        changes[key] = Change(change, low, high, p, q, significant, verdict,
+                              "pp" if obs.metrics[key[1]].difference else "%")
 
     rows = []
     for workload in dict.fromkeys(w for w, _, _ in groups):

@@ -12,7 +12,7 @@ from ..probes import Injection
 from ..scan import default_output, live_host_facts
 from ..units import parse_cpu_list, parse_positive_duration
 from ..workload import Metric, Workload
-from .common import RunProgress, report
+from .common import RunProgress, occupancy_choice, occupancy_options, report
 
 EXAMPLES = """
 \b
@@ -21,6 +21,7 @@ EXAMPLES
   noisescope bench --cpus 1 --inject 1kHz:20us@cpu1 --label noisy -- xz -9 -k -c big.tar
   noisescope bench --metric 'tps=tps: ([0-9.]+)' --ncpus 4 --layout spread -- ./db-bench
   noisescope bench --shell -- 'make clean >/dev/null && make -j2'
+  noisescope bench --cpus 0 --siblings 0,1 -- ./db-bench   # sibling occupancy without SMT (a test)
 """
 
 
@@ -46,11 +47,12 @@ EXAMPLES
               help="figure of merit from the output (first group of the last match; "
                    "higher is better unless :lower)")
 @click.option("--shell", is_flag=True, help="run the command through /bin/sh -c")
+@occupancy_options
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sched, injections,
-                  timeout, metrics, shell, output, quiet, command):
+                  timeout, metrics, shell, occupancy, siblings, output, quiet, command):
     """Run COMMAND repeatedly; record wall, user and system time, memory, context
     switches, faults and figures of merit of every run in a bundle."""
     argv = tuple(command[1:] if command and command[0] == "--" else command)
@@ -63,7 +65,8 @@ def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sch
     configuration = Configuration(
         "", placement, tuple(Injection.parse(s, default_mode="thread") for s in injections))
     experiment = Experiment((workload,), (configuration,), runs=runs, warmup=warmup,
-                            timeout_ns=parse_positive_duration(timeout, what="--timeout"))
+                            timeout_ns=parse_positive_duration(timeout, what="--timeout"),
+                            occupancy=occupancy_choice(occupancy, siblings))
     facts = live_host_facts()
     destination = output or default_output(facts).replace("noisescope-", "noisescope-bench-", 1)
     return report(measure(experiment, label=label, facts=facts, destination=destination,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import sys
 import time
 
+import click
 from rich.console import Console
 
 from ..bundle import Bundle
 from ..render.terminal import print_bundle
+from ..trace.siblings import OccupancyOptions
 from ..units import format_duration
 
 EXIT_USAGE = 2
@@ -76,3 +78,19 @@ class RunProgress:
             print(f"\r\x1b[K{line}", end=end, file=sys.stderr, flush=True)
         else:
             print(line, file=sys.stderr, flush=True)
+
+
+def occupancy_options(command):
+    """--occupancy/--no-occupancy and --siblings, for bench and run."""
+    command = click.option(
+        "--siblings", multiple=True, metavar="CPUS",
+        help="declare CPUs SMT siblings (repeatable, e.g. --siblings 0,1), instead of the "
+             "topology: to try sibling occupancy on a machine without SMT")(command)
+    return click.option(
+        "--occupancy/--no-occupancy", default=None,
+        help="trace what each workload CPU's SMT sibling ran (same workload, idle, foreign); "
+             "default: as root where the workload CPUs have siblings")(command)
+
+
+def occupancy_choice(flag: bool | None, siblings: tuple[str, ...]) -> OccupancyOptions:
+    return OccupancyOptions.parse({None: "auto", True: "on", False: "off"}[flag], siblings)

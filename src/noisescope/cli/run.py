@@ -10,7 +10,15 @@ import click
 from ..experiment import load_experiment, override, run_experiment
 from ..render.terminal import print_bundle
 from ..scan import live_host_facts
-from .common import EXIT_INTERRUPTED, Progress, RunProgress, stderr, stdout
+from .common import (
+    EXIT_INTERRUPTED,
+    Progress,
+    RunProgress,
+    occupancy_choice,
+    occupancy_options,
+    stderr,
+    stdout,
+)
 
 EXAMPLES = """
 \b
@@ -30,12 +38,14 @@ EXAMPLES
 @click.option("--runs", type=int, help="override the file's runs")
 @click.option("--warmup", type=int, help="override the file's warm-up runs")
 @click.option("--configurations", help="run only these configurations (comma-separated names)")
+@occupancy_options
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def run_command(experiment_file, label, output, runs, warmup, configurations, quiet):
+def run_command(experiment_file, label, output, runs, warmup, configurations, occupancy, siblings, quiet):
     """Run an experiment file: probes before, every workload in every configuration
     (repeated, interleaved), probes after. Writes one directory of bundles."""
     experiment = override(load_experiment(experiment_file), runs=runs, warmup=warmup,
-                          configurations=configurations.split(",") if configurations else None)
+                          configurations=configurations.split(",") if configurations else None,
+                          occupancy=occupancy_choice(occupancy, siblings))
     facts = live_host_facts()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     name = experiment.name or Path(experiment_file).stem

@@ -12,6 +12,7 @@ from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
 from ..trace.scanning import TraceOptions
 from ..trace.session import EVENTS_PER_SECOND
+from ..trace.wakeups import DEFAULT_THRESHOLD_NS
 from ..units import parse_cpu_list, parse_duration, parse_positive_duration, parse_size_kib
 from .common import Progress, report, stderr
 
@@ -69,6 +70,8 @@ def measurement_options(command):
                      f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)"),
         click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
                      help="untraced detour run measuring tracing's own cost (0: skip)"),
+        click.option("--trace-threshold", default=f"{DEFAULT_THRESHOLD_NS // 1000}us",
+                     show_default=True, help="timerlat: explain every wakeup at least this late"),
     ]
     for decorate in reversed(decorators):
         command = decorate(command)
@@ -77,7 +80,7 @@ def measurement_options(command):
 
 def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
                  interval, max_detours, injections, label, no_trace, trace_buffer,
-                 trace_cost) -> ScanOptions:
+                 trace_cost, trace_threshold) -> ScanOptions:
     return ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
         duration_ns=parse_positive_duration(duration, what="--duration"),
@@ -96,7 +99,9 @@ def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, p
             enabled=not no_trace,
             buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
             cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
-                                            "--trace-cost")),
+                                            "--trace-cost"),
+            wakeup_threshold_ns=parse_duration(trace_threshold, what="--trace-threshold",
+                                               default_unit="us")),
     )
 
 

@@ -7,7 +7,8 @@ import click
 from ..probes.timerlat import DEFAULT_HISTOGRAM_NS
 from ..scan import DEFAULT_RT_PRIORITY, default_output, live_host_facts
 from ..timerlat import TimerlatOptions, timerlat
-from ..units import parse_cpu_list, parse_positive_duration
+from ..trace.wakeups import DEFAULT_THRESHOLD_NS
+from ..units import parse_cpu_list, parse_duration, parse_positive_duration
 from .common import Progress, report
 
 EXAMPLES = """
@@ -17,6 +18,8 @@ EXAMPLES
   noisescope timerlat --cpus 1 --interval 200us --loops 100000 --histogram 100
   noisescope timerlat --priority 0 --duration 1m -o normal-prio   # SCHED_OTHER
   noisescope timerlat --dma-latency 0 --label tuned    # keep CPUs out of deep idle, as cyclictest
+  noisescope timerlat --cpus 3 --trace-threshold 20us  # explain every wakeup 20 us late or more
+  noisescope explain BUNDLE --trace-threshold 10us     # ... or later, from the stored trace
 """
 
 
@@ -36,16 +39,23 @@ EXAMPLES
               help="store every latency with its wakeup time, not only the histogram")
 @click.option("--dma-latency", "dma_latency", type=int, metavar="US",
               help="hold /dev/cpu_dma_latency at US while measuring (cyclictest does 0)")
+@click.option("--trace-threshold", default=f"{DEFAULT_THRESHOLD_NS // 1000}us", show_default=True,
+              help="explain every wakeup at least this late: which IRQ, softirq or thread held "
+                   "the CPU (a plain number is in us)")
+@click.option("--no-trace", is_flag=True, help="do not record kernel events (nothing is explained); "
+              "tracing is on by default when tracefs is writable")
 @click.option("--label", help="configuration label stored in the bundle, e.g. tuned-kernel")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @click.help_option("--help")
 def timerlat_command(cpus, interval, loops, duration, priority, histogram_us, series,
-                     dma_latency, label, output, quiet):
+                     dma_latency, trace_threshold, no_trace, label, output, quiet):
     """Measure timer wakeup latency (wakeup - deadline) on every CPU at once.
 
     Like cyclictest, a thread per CPU sleeps to absolute deadlines; unlike
-    cyclictest, deadlines it oversleeps entirely are counted as missed."""
+    cyclictest, deadlines it oversleeps entirely are counted as missed. As
+    root, kernel events are traced meanwhile and every wakeup at least
+    --trace-threshold late is explained."""
     options = TimerlatOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
         interval_ns=parse_positive_duration(interval, what="--interval", default_unit="us"),
@@ -56,6 +66,8 @@ def timerlat_command(cpus, interval, loops, duration, priority, histogram_us, se
         keep_series=series,
         dma_latency_us=dma_latency,
         label=label,
+        trace=not no_trace,
+        trace_threshold_ns=parse_duration(trace_threshold, what="--trace-threshold", default_unit="us"),
     )
     facts = live_host_facts()
     destination = output or default_output(facts)

@@ -134,6 +134,7 @@ def thread_statistics(result: dict, clock: MeasurementClock, windows: Table) -> 
     measured = int((cpu_windows.end_ns - cpu_windows.start_ns).sum())
     return {
         "cpu": result["cpu"],
+        "tid": int(result["tid"]),  # the measuring thread, as the kernel trace names it
         "windows": int(result["windows"]),
         "measured_ns": measured,
         "run_delay_ns": int(result["run_delay_ns"]),

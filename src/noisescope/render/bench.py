@@ -1,4 +1,5 @@
-"""Terminal table of a bench bundle's workload summaries (medians per configuration)."""
+"""Terminal tables of a bench bundle: workload summaries (medians per
+configuration) and SMT sibling occupancy."""
 
 from __future__ import annotations
 
@@ -51,4 +52,26 @@ def bench_lines(bundle) -> list[str]:
                   f"CPU {i['cpu']}" for i in config["injections"]]
         parts += [f"{k}={v}" for k, v in config.get("env", {}).items()]
         lines.append(f"configuration {config['name'] or '(default)'}: {', '.join(parts)}")
+    occupancy = bundle.manifest.get("occupancy")
+    if occupancy:
+        lines.append(f"SMT sibling occupancy: {occupancy['note']}")
     return lines
+
+
+def occupancy_table(rows: list[dict]) -> RichTable:
+    table = RichTable(title="SMT sibling occupancy (while a CPU ran the workload, its sibling ran)",
+                      title_justify="left")
+    with_configuration = any(r["configuration"] for r in rows)
+    names = ["workload"] + (["configuration"] if with_configuration else [])
+    names += ["CPU", "sibling", "runs", "workload time", "same %", "idle %", "foreign %", "unknown %"]
+    for name in names:
+        table.add_column(name, justify="left" if name in ("workload", "configuration") else "right")
+    for r in rows:
+        cells = [r["workload"]] + ([r["configuration"]] if with_configuration else [])
+        cells += [str(r["workload_cpu"]), str(r["sibling"]), str(r["runs"]),
+                  format_duration(r["workload_ns"])]
+        cells += [f"{r[f'{c}_pct']:.1f}" if r[f"{c}_pct"] is not None else "-"
+                  for c in ("same", "idle", "foreign", "unknown")]
+        table.add_row(*cells)
+    return table
+

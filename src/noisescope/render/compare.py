@@ -19,7 +19,7 @@ from ..units import format_duration
 FORMATS = ("terminal", "markdown", "csv", "json")
 CSV_FIELDS = ("workload", "metric", "title", "unit", "better", "configuration", "baseline", "n",
               "mean", "std", "median", "min", "max", "p99", "change_pct", "ci_low_pct",
-              "ci_high_pct", "p_value", "q_value", "significant", "verdict")
+              "ci_high_pct", "p_value", "q_value", "significant", "verdict", "change_unit")
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -42,8 +42,9 @@ def _signed(value: float) -> str:
     return f"{value:+.2f}" if abs(value) < 10 else f"{value:+.1f}"
 
 
-def format_pct(value: float | None) -> str:
-    return "-" if value is None else f"{_signed(value)}%"
+def format_pct(value: float | None, unit: str = "%") -> str:
+    """A change: '+5.12%' (of the baseline), or '+5.12 pp' (percentage points)."""
+    return "-" if value is None else f"{_signed(value)}{' pp' if unit == 'pp' else '%'}"
 
 
 def format_ci(change: Change | None) -> str:
@@ -65,7 +66,7 @@ def format_change(change: Change | None) -> str:
     if change.change_pct is None:
         return change.verdict
     verdict = "n.s." if change.verdict == "not significant" else change.verdict
-    return f"{format_pct(change.change_pct)} {format_ci(change)} {verdict}"
+    return f"{format_pct(change.change_pct, change.change_unit)} {format_ci(change)} {verdict}"
 
 
 def method_lines(comparison: Comparison) -> list[str]:
@@ -118,7 +119,7 @@ def change_table(comparison: Comparison, workload: str) -> RichTable | None:
     for row in rows:
         c = row.change
         table.add_row(row.metric.title if row.metric != previous else "", row.configuration,
-                      format_pct(c.change_pct), format_ci(c), format_p(c.p_value),
+                      format_pct(c.change_pct, c.change_unit), format_ci(c), format_p(c.p_value),
                       format_p(c.q_value), c.verdict)
         previous = row.metric
     return table
@@ -196,7 +197,8 @@ def _paper_cell(row: Row | None) -> str:
         text += f" ± {format_value(row.stats.std, unit)}"
     change = row.change
     if change and change.change_pct is not None:
-        text += f" ({format_pct(change.change_pct)}{'*' if change.significant else ', n.s.'})"
+        mark = "*" if change.significant else ", n.s."
+        text += f" ({format_pct(change.change_pct, change.change_unit)}{mark})"
     return text
 
 
@@ -233,7 +235,7 @@ def markdown(comparison: Comparison) -> str:
                          format_value(s.std, unit), format_value(s.median, unit),
                          format_value(s.min, unit), format_value(s.max, unit),
                          format_value(s.p99, unit),
-                         format_pct(c.change_pct) if c else "", format_ci(c),
+                         format_pct(c.change_pct, c.change_unit) if c else "", format_ci(c),
                          format_p(c.p_value) if c else "", format_p(c.q_value) if c else "",
                          c.verdict if c else "baseline"])
         lines += _md_table(["metric", "configuration", "n", "mean", "sd", "median", "min", "max",

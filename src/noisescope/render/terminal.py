@@ -10,8 +10,8 @@ from rich.text import Text
 
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
-from .bench import bench_lines, workloads_table
-from .trace import causes_table, scan_worst_table, trace_lines
+from .bench import bench_lines, occupancy_table, workloads_table
+from .trace import causes_table, scan_worst_table, scan_worst_wakeups_table, trace_lines, wakeup_causes_table
 
 
 def _pct(value: float | None) -> str:
@@ -180,7 +180,9 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "timerlat": [timerlat_table],
     "oslat": [oslat_table],
     "workloads": [workloads_table],
+    "occupancy": [occupancy_table],
     "attribution": [causes_table, scan_worst_table],
+    "late_wakeups": [wakeup_causes_table, scan_worst_wakeups_table],
     "spectrum": [spectrum_table],
 }
 

@@ -1,7 +1,10 @@
-"""Terminal rendering of the trace: what caused the detours, the worst ones
-with their kernel events, and the tracing line of the header."""
+"""Terminal rendering of the trace: what caused the detours (or late timer
+wakeups), the worst ones with their kernel events, and the tracing line of
+the header."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from rich.table import Table as RichTable
 
@@ -13,6 +16,23 @@ SCAN_CHAIN_LINES = 12
 BUSY_COST_PCT = 1.0  # above this run delay the traced/untraced comparison is swamped
 
 
+@dataclass(frozen=True)
+class Explained:
+    """What the causes and worst tables explain, in words."""
+
+    count_key: str  # the summary rows' count: "detours" or "wakeups"
+    causes_title: str
+    worst_title: str
+    length: str  # column of a span's length
+
+
+DETOURS = Explained("detours", "Causes of detours (from kernel trace events)",
+                    "Worst detours (kernel events inside, time from the detour's start)", "length")
+LATE_WAKEUPS = Explained("wakeups", "Causes of wakeups at least {threshold} late (from kernel "
+                         "trace events)", "Worst late wakeups (kernel events from the deadline on)",
+                         "latency")
+
+
 def cause_label(cause: str, detail: str) -> str:
     """'tick', 'thread kworker/1:1', 'unexplained: no guest activity'."""
     if not detail:
@@ -20,13 +40,17 @@ def cause_label(cause: str, detail: str) -> str:
     return f"{cause}: {detail}" if cause == "unexplained" else f"{cause} {detail}"
 
 
-def causes_table(rows: list[dict], limit: int | None = SCAN_CAUSES_PER_CPU) -> RichTable:
-    t = RichTable(title="Causes of detours (from kernel trace events)", title_justify="left")
-    for name, justify in (("CPU", "right"), ("cause", "left"), ("detours", "right"),
+def causes_table(rows: list[dict], limit: int | None = SCAN_CAUSES_PER_CPU,
+                 explained: Explained = DETOURS) -> RichTable:
+    threshold = format_duration(rows[0]["threshold_ns"]) if rows and "threshold_ns" in rows[0] else ""
+    t = RichTable(title=explained.causes_title.format(threshold=threshold), title_justify="left")
+    for name, justify in (("CPU", "right"), ("cause", "left"), (explained.count_key, "right"),
                           ("total", "right"), ("share %", "right"), ("max", "right")):
         t.add_column(name, justify=justify)
     for row in rows:
         causes = row["causes"]
+        if not causes:
+            t.add_row(str(row["cpu"]), f"(no {explained.count_key})", "0", "", "", "")
         shown = causes if limit is None else causes[:limit]
         for i, c in enumerate(shown):
             t.add_row(str(row["cpu"]) if i == 0 else "", cause_label(c["cause"], c["detail"]),
@@ -48,6 +72,8 @@ def chain_line(item: dict) -> str:
     if event == "sched_switch":
         what = (f"sched_switch {item['prev_comm']}:{item['prev_pid']} [{item['prev_state']}] -> "
                 f"{item['next_comm']}:{item['next_pid']}")
+    elif event in ("sched_wakeup", "sched_process_fork"):
+        what = f"{event} {item['name']}:{item['number']}"
     elif event == "irq_handler_entry":
         what = f"{event} {item['number']} {item['name']}"
     elif event == "nmi_handler" or event.endswith("_noise"):
@@ -59,12 +85,14 @@ def chain_line(item: dict) -> str:
     return f"{'+' + format_duration(item['offset_ns']):>10}  {what}"
 
 
-def worst_table(rows: list[dict], chain_lines: int | None = None, longest: int | None = None
-                ) -> RichTable:
-    """The worst detours of each CPU, or only the `longest` ones of all CPUs."""
-    t = RichTable(title="Worst detours (kernel events inside, time from the detour's start)",
-                  title_justify="left")
-    for name, justify in (("CPU", "right"), ("at", "right"), ("length", "right"),
+def worst_table(rows: list[dict], chain_lines: int | None = None, longest: int | None = None,
+                explained: Explained = DETOURS) -> RichTable | None:
+    """The worst detours of each CPU, or only the `longest` ones of all CPUs
+    (None when there are none)."""
+    if not any(row["worst"] for row in rows):
+        return None
+    t = RichTable(title=explained.worst_title, title_justify="left")
+    for name, justify in (("CPU", "right"), ("at", "right"), (explained.length, "right"),
                           ("causes / events", "left")):
         t.add_column(name, justify=justify)
     groups = [[(row["cpu"], d) for d in row["worst"]] for row in rows]
@@ -112,5 +140,13 @@ def trace_lines(manifest: dict) -> list[str]:
     return lines
 
 
-def scan_worst_table(rows: list[dict]) -> RichTable:
+def scan_worst_table(rows: list[dict]) -> RichTable | None:
     return worst_table(rows, chain_lines=SCAN_CHAIN_LINES, longest=SCAN_WORST)
+
+
+def wakeup_causes_table(rows: list[dict]) -> RichTable:
+    return causes_table(rows, explained=LATE_WAKEUPS)
+
+
+def scan_worst_wakeups_table(rows: list[dict]) -> RichTable | None:
+    return worst_table(rows, chain_lines=SCAN_CHAIN_LINES, longest=SCAN_WORST, explained=LATE_WAKEUPS)

@@ -13,6 +13,8 @@ For other analyses:
     >>> sched_switches(bundle).where(cpu=1) # cpu, timestamp_ns, prev_comm, prev_pid,
     ...                                     # prev_state, next_comm, next_pid, ...
     >>> attribute(spans, trace, coverage)   # any (cpu, start_ns, duration_ns) spans
+    >>> attribute(spans, trace, coverage, owners={1: tid})  # spans of a sleeping thread
+    >>> complete_switches(switches, events) # with the switches the trace missed put back
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from .attribute import CAUSES, Attribution, attribute
 from .events import TraceEvents
 from .session import Capture, TraceSession
 from .store import EventSource, ParquetEvents
+from .switches import complete_switches
 from .tracefs import TracingUnavailable, cleanup
 
 if TYPE_CHECKING:
     from ..bundle import Bundle
 
 __all__ = ["CAUSES", "Attribution", "Capture", "EventSource", "TraceEvents", "TraceSession",
-           "TracingUnavailable", "attribute", "cleanup", "event_source", "load_trace", "sched_switches"]
+           "TracingUnavailable", "attribute", "cleanup", "complete_switches", "event_source", "load_trace",
+           "sched_switches"]
 
 
 def _require_trace(bundle: Bundle) -> None:

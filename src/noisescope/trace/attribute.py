@@ -15,6 +15,29 @@ nanosecond of a span then goes to exactly one cause:
   handlers` for the rest of spans that do (interrupt entry and exit, and on
   a VM the host's work to deliver the interrupt).
 
+A span can also belong to a task that is not running when it begins: a
+late timer wakeup (timerlat) runs from the deadline to the moment the
+sleeping thread got the CPU back. With an owner pid per CPU:
+
+- a local timer interrupt that woke the owner (sched_wakeup of its pid) is
+  `timer <function> (own)`: the wakeup's own interrupt, not interference;
+- once the owner was woken (or from the start, when no wakeup of it is in
+  the span: it was runnable already), every other task's time counts as
+  `thread`: the task that kept the CPU (it had a higher priority, or could
+  not be preempted) or took it first;
+- before that, a task's time outside handlers is `unexplained: before the
+  timer interrupt`: the interrupt came late (on a VM, the host delivers it)
+  or the task had interrupts disabled; the guest cannot tell which;
+- the idle task's time outside handlers is `unexplained: CPU idle` (the
+  interrupt came late, or leaving the idle state took that long);
+- the events from OWNER_MARGIN_NS before the span are replayed too, so
+  that a handler already running at the deadline is seen, and those until
+  OWNER_MARGIN_NS after it, which show who had taken the CPU when the
+  switch to it is missing (below).
+
+Switches missing from the trace (out of the idle task on some kernels) are
+put back first (`switches.complete_switches`).
+
 Spans outside the traced time (before tracing started, or after a CPU's
 buffer filled) are `untraced`. A span's primary cause is its explained
 cause with the most time (`unexplained` if none).
@@ -31,6 +54,7 @@ events of that class.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +63,17 @@ from ..analysis.groundtruth import inside_windows
 from ..tables import Table
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .store import EventSource
+from .switches import UNKNOWN_STATE, complete_switches
 
 CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "unexplained",
           "untraced")
 NO_GUEST_ACTIVITY = "no guest activity"
 OUTSIDE_HANDLERS = "outside guest handlers"
+CPU_IDLE = "CPU idle"
+BEFORE_WAKEUP = "before the timer interrupt"
+IDLE_PID = 0
+OWN_SUFFIX = " (own)"  # a timer interrupt's detail when it woke the span's owner
+OWNER_MARGIN_NS = 1_000_000  # events replayed before and after a sleeper's spans
 TICK_FUNCTION_PREFIX = "tick_"  # tick_sched_timer, tick_nohz_handler, tick_nohz_highres_handler
 IPI_NAMES = {v: v.replace("_", " ") for v in IPI_VECTORS}
 VECTOR_IRQ_NAMES = {"x86_platform_ipi": "platform IPI", "thermal_apic": "thermal",
@@ -81,6 +111,7 @@ class _Open:
     key: int
     index: int  # into the CPU's context list
     functions: list[str] | None = None  # hrtimer functions run inside (hard IRQs)
+    woke_owner: str | None = None  # the hrtimer function that woke the owner, if one did
 
 
 @dataclass
@@ -96,13 +127,19 @@ class Timeline:
     since: np.ndarray
     event_times: np.ndarray  # every event on the CPU, in time order
     event_pids: np.ndarray  # the task each event interrupted (a switch: the one leaving)
+    owner_wakeups: np.ndarray  # when the owner (if one was given) was woken, in time order
+    owner_sleeps: np.ndarray  # when it went to sleep (a switch away from it, not runnable)
 
 
 class _TimelineBuilder:
-    def __init__(self, labels: Labels, tasks: dict[tuple[int, str], int], osnoise: set[str]):
+    def __init__(self, labels: Labels, tasks: dict[tuple[int, str], int], osnoise: set[str],
+                 owner: int | None = None):
         self.labels = labels
         self.tasks = tasks
         self.osnoise = osnoise  # classes taken from osnoise events
+        self.owner = owner  # pid whose wakeups are the spans (timerlat), if any
+        self.owner_wakeups = array("q")
+        self.owner_sleeps = array("q")
         # compact arrays: a long trace has millions of segments
         self.context_labels = array("i")
         self.stack: list[_Open] = []
@@ -152,6 +189,8 @@ class _TimelineBuilder:
         timer_vector = entry.kind == f"vector:{LOCAL_TIMER}"
         if any(f.startswith(TICK_FUNCTION_PREFIX) for f in functions) or (timer_vector and not functions):
             self.context_labels[entry.index] = self.labels.id("tick")
+        elif timer_vector and entry.woke_owner is not None:
+            self.context_labels[entry.index] = self.labels.id("timer", entry.woke_owner + OWN_SUFFIX)
         elif timer_vector:
             self.context_labels[entry.index] = self.labels.id("timer", functions[0])
 
@@ -184,11 +223,19 @@ class _TimelineBuilder:
                 if entry.functions is not None:
                     entry.functions.append(text)
                     break
+        elif name == "sched_wakeup" and number == self.owner:
+            self.owner_wakeups.append(ts)
+            for entry in reversed(self.stack):
+                if entry.functions is not None:
+                    entry.woke_owner = entry.functions[-1] if entry.functions else "hrtimer"
+                    break
         elif name in ("page_fault_user", "page_fault_kernel"):
             self.push("fault", 0, labels.id("fault", name[len("page_fault_"):]))
         self.mark(ts)
 
-    def switch(self, ts: int, next_pid: int, next_comm: str) -> None:
+    def switch(self, ts: int, prev_pid: int, prev_state: str, next_pid: int, next_comm: str) -> None:
+        if prev_pid == self.owner and prev_state[:1] not in ("R", UNKNOWN_STATE):
+            self.owner_sleeps.append(ts)
         self.stack.clear()  # no handler stays open across a context switch
         self.task, self.pid, self.since = self.task_id(next_pid, next_comm), next_pid, ts
         self.mark(ts)
@@ -224,15 +271,19 @@ def osnoise_classes(present: set[str]) -> set[str]:
 
 # Kinds of items in a CPU's merged stream, in the order they are handled at
 # equal times: overlays end, tasks switch, overlays begin, then the events in
-# the order the kernel recorded them.
-_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT = range(4)
+# the order the kernel recorded them, then the switches inferred (they follow
+# the exit of the handler that woke the task).
+_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT, _INFERRED_SWITCH = range(5)
 _BATCH = 65_536
 
 
 def build_timeline(events: Table, switches: Table, labels: Labels,
-                   tasks: dict[tuple[int, str], int], osnoise: set[str]) -> Timeline:
-    """Replay one CPU's events (both tables restricted to it, each by time)."""
-    builder = _TimelineBuilder(labels, tasks, osnoise)
+                   tasks: dict[tuple[int, str], int], osnoise: set[str],
+                   owner: int | None = None) -> Timeline:
+    """Replay one CPU's events (both tables restricted to it, each by time),
+    with the switches missing from the trace put back."""
+    switches = complete_switches(switches, events)
+    builder = _TimelineBuilder(labels, tasks, osnoise, owner)
     if switches.rows:
         builder.pid = int(switches["prev_pid"][0])
         builder.task = builder.task_id(builder.pid, switches["prev_comm"][0])
@@ -240,20 +291,23 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
     kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
                       [len(ev_ts), len(sw_ts), len(overlay), len(overlay)])
+    kinds[len(ev_ts):len(ev_ts) + len(sw_ts)][switches["inferred"]] = _INFERRED_SWITCH
     refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(len(overlay)),
                            np.arange(len(overlay))])
     order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start,
                                                       ev_ts[overlay]])))
     names, numbers, texts = events["event"], events["number"], events["name"]
     next_pid, next_comm = switches["next_pid"], switches["next_comm"]
+    prev_pid, prev_state = switches["prev_pid"], switches["prev_state"]
     builder.mark(np.iinfo(np.int64).min)
     for first in range(0, len(order), _BATCH):  # a batch at a time keeps memory flat
         batch = order[first:first + _BATCH]
         for kind, ref in zip(kinds[batch].tolist(), refs[batch].tolist(), strict=True):
             if kind == _EVENT:
                 builder.event(int(ev_ts[ref]), names[ref], int(numbers[ref]), texts[ref])
-            elif kind == _SWITCH:
-                builder.switch(int(sw_ts[ref]), int(next_pid[ref]), next_comm[ref])
+            elif kind in (_SWITCH, _INFERRED_SWITCH):
+                builder.switch(int(sw_ts[ref]), int(prev_pid[ref]), prev_state[ref],
+                               int(next_pid[ref]), next_comm[ref])
             elif kind == _OVERLAY_ENTRY:
                 builder.push("overlay", ref, int(overlay_label[ref]))
                 builder.mark(int(overlay_start[ref]))
@@ -266,7 +320,8 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     by_time = np.argsort(times, kind="stable")
     return Timeline(_array(builder.starts), context_labels[_array(builder.contexts)],
                     _array(builder.task_ids), _array(builder.pids), _array(builder.sinces),
-                    times[by_time], pids[by_time])
+                    times[by_time], pids[by_time], _array(builder.owner_wakeups),
+                    _array(builder.owner_sleeps))
 
 
 def _array(values: array) -> np.ndarray:
@@ -286,13 +341,17 @@ class Attribution:
         return Table({**spans, **self.primary})
 
 
-def attribute(spans: Table, trace: EventSource, coverage: Table) -> Attribution:
+def attribute(spans: Table, trace: EventSource, coverage: Table,
+              owners: Mapping[int, int] | None = None) -> Attribution:
     """Split each span (cpu, start_ns, duration_ns) into causes.
 
     `trace` gives the events by CPU and time (in memory or Parquet);
     `coverage` (cpu, start_ns, end_ns) says when each CPU was traced without
-    loss; spans not entirely inside it are `untraced`. The spans of a CPU
-    are taken CHUNK_NS at a time, so only their events are in memory."""
+    loss; spans not entirely inside it are `untraced`. `owners` (cpu -> pid)
+    gives the spans of those CPUs to a task that need not run when they begin
+    (late wakeups; see the module's docstring); by default a span belongs to
+    the task its first event interrupted. The spans of a CPU are taken
+    CHUNK_NS at a time, so only their events are in memory."""
     labels = Labels()
     for cause in CAUSES:
         labels.id(cause)
@@ -303,6 +362,8 @@ def attribute(spans: Table, trace: EventSource, coverage: Table) -> Attribution:
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # span index, label, ns
     osnoise = osnoise_classes(trace.event_names())
     for cpu in np.unique(spans["cpu"]).tolist():
+        owner = (owners or {}).get(cpu)
+        margin = OWNER_MARGIN_NS if owner is not None else 0
         index = np.flatnonzero(spans["cpu"] == cpu)
         index = index[np.argsort(spans["start_ns"][index], kind="stable")]
         starts = spans["start_ns"][index]
@@ -313,13 +374,14 @@ def attribute(spans: Table, trace: EventSource, coverage: Table) -> Attribution:
                      spans["duration_ns"][untraced]))
         index, starts, ends = index[traced], starts[traced], ends[traced]
         for chunk in _chunks(starts):
-            part = trace.read(cpu, int(starts[chunk][0]), int(ends[chunk].max()))
-            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise)
+            part = trace.read(cpu, int(starts[chunk][0]) - margin, int(ends[chunk].max()) + margin)
+            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise, owner)
             chunk_index, chunk_starts, chunk_ends = index[chunk], starts[chunk], ends[chunk]
             event_counts[chunk_index] = (
                 np.searchsorted(timeline.event_times, chunk_ends, side="right")
                 - np.searchsorted(timeline.event_times, chunk_starts, side="left"))
-            span_rows, label_rows, ns_rows = _split(timeline, chunk_starts, chunk_ends, labels, tasks)
+            span_rows, label_rows, ns_rows = _split(timeline, chunk_starts, chunk_ends, labels, tasks,
+                                                    owner)
             rows.append((chunk_index[span_rows], label_rows, ns_rows))
             primary[chunk_index] = _primary(len(chunk_index), span_rows, label_rows, ns_rows, labels)
     span_index = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
@@ -341,7 +403,8 @@ def _chunks(starts: np.ndarray) -> list[slice]:
     """Consecutive runs of (sorted) span starts, each within CHUNK_NS.
 
     Replaying a chunk's events from an empty state is exact: when a span
-    begins, its owner is running, so no handler is open on the CPU."""
+    begins, its owner is running, so no handler is open on the CPU (a late
+    wakeup's owner is asleep: its chunks start OWNER_MARGIN_NS earlier)."""
     if len(starts) == 0:
         return []
     chunk_of = (starts - starts[0]) // CHUNK_NS
@@ -351,7 +414,8 @@ def _chunks(starts: np.ndarray) -> list[slice]:
 
 
 def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Labels,
-           tasks: dict[tuple[int, str], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           tasks: dict[tuple[int, str], int], owner: int | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(span, label, ns) for every cause with time in each span."""
     seg_starts = timeline.starts
     first = np.searchsorted(seg_starts, starts, side="right") - 1
@@ -367,22 +431,35 @@ def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Lab
     for (_, comm), task in tasks.items():
         thread_label[task] = labels.id("thread", comm)
     is_fault = np.array([cause == "fault" for cause, _ in labels.pairs] + [False])
-    # The owner (the task the span took the CPU from) is the one its first
-    # event interrupted; time is another task's only when that task was
-    # switched in during the span (a switch missing from the trace must not
-    # leak into later spans).
-    first_event = np.searchsorted(timeline.event_times, starts, side="left")
-    owner = timeline.event_pids[np.minimum(first_event, len(timeline.event_pids) - 1)][span] \
-        if len(timeline.event_pids) else np.full(len(span), -1)
     task = timeline.task[seg]
     label = timeline.label[seg]
-    foreign = (timeline.pid[seg] != owner) & (task >= 0) & (timeline.since[seg] > starts[span])
-    handler = (label >= 0) & ~(is_fault[label] & foreign)
+    pid = timeline.pid[seg]
+    idle = before = np.zeros(len(seg), bool)
+    if owner is None:
+        # The owner (the task the span took the CPU from) is the one its first
+        # event interrupted; time is another task's only when that task was
+        # switched in during the span (a switch missing from the trace must not
+        # leak into later spans).
+        first_event = np.searchsorted(timeline.event_times, starts, side="left")
+        owners = timeline.event_pids[np.minimum(first_event, len(timeline.event_pids) - 1)][span] \
+            if len(timeline.event_pids) else np.full(len(span), -1)
+        foreign = (pid != owners) & (task >= 0) & (timeline.since[seg] > starts[span])
+    else:  # a sleeper's span: whoever held the CPU once it was woken delayed it
+        woken_at = _woken_at(timeline, starts, ends)
+        woken = np.maximum(seg_starts[seg], starts[span]) >= woken_at[span]
+        idle = (task >= 0) & (pid == IDLE_PID)
+        foreign = (pid != owner) & (task >= 0) & ~idle & woken
+        before = (pid != owner) & (task >= 0) & ~idle & ~woken
+    handler = (label >= 0) & ~(is_fault[label] & (foreign | before))  # another task's fault: its time
     resolved = np.where(handler, label, np.where(foreign, thread_label[task], -1))
     explained = np.bincount(span, weights=(resolved >= 0) * overlap, minlength=len(starts)) > 0
     no_guest, outside = labels.id("unexplained", NO_GUEST_ACTIVITY), \
         labels.id("unexplained", OUTSIDE_HANDLERS)
-    resolved = np.where(resolved >= 0, resolved, np.where(explained[span], outside, no_guest))
+    fallback = np.where(explained[span], outside, no_guest)
+    if owner is not None:
+        fallback = np.where(idle, labels.id("unexplained", CPU_IDLE),
+                            np.where(before, labels.id("unexplained", BEFORE_WAKEUP), fallback))
+    resolved = np.where(resolved >= 0, resolved, fallback)
 
     keep = overlap > 0
     span, resolved, overlap = span[keep], resolved[keep], overlap[keep]
@@ -390,6 +467,19 @@ def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Lab
     key, inverse = np.unique(span.astype(np.int64) * width + resolved, return_inverse=True)
     totals = np.bincount(inverse, weights=overlap).astype(np.int64)
     return key // width, (key % width).astype(np.int32), totals
+
+
+def _woken_at(timeline: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """When each span's owner became runnable: its first wakeup in the span
+    if it was asleep at the start (no wakeup since it last went to sleep, or
+    nothing known), else (or without a wakeup in the span) the start."""
+    never = np.iinfo(np.int64).min
+    wakeups, sleeps = timeline.owner_wakeups, timeline.owner_sleeps
+    last_wakeup = np.append(never, wakeups)[np.searchsorted(wakeups, starts, side="left")]
+    last_sleep = np.append(never, sleeps)[np.searchsorted(sleeps, starts, side="left")]
+    next_wakeup = np.append(wakeups, np.iinfo(np.int64).max)[np.searchsorted(wakeups, starts, side="left")]
+    asleep = last_wakeup <= last_sleep
+    return np.where(asleep & (next_wakeup <= ends), next_wakeup, starts)
 
 
 def _primary(count: int, span: np.ndarray, label: np.ndarray, ns: np.ndarray,

@@ -17,7 +17,8 @@ events columns: cpu, timestamp_ns, event (tracepoint name), pid (the task
 the event interrupted or ran in), number, name. What `number` and `name`
 hold depends on the event (see `TRACEPOINTS`): the vector, IRQ number or
 softirq vector and its name, a function (hrtimer, workqueue item, NMI
-handler), a page fault's error code, or an osnoise event's duration.
+handler), a page fault's error code, an osnoise event's duration, or the
+pid and command of a woken or newly forked task.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ def _vector_events(vectors: Iterable[str]) -> list[Tracepoint]:
 
 
 SCHED_SWITCH = Tracepoint("sched", "sched_switch")
+# Who was woken (number: pid, name: comm), in the context of the task the
+# wakeup interrupted: tells a timer interrupt that woke the measuring thread
+# from one that woke another task.
+SCHED_WAKEUP = Tracepoint("sched", "sched_wakeup", number="pid", label="comm")
+# A new task (number: child pid, name: child comm), in the forking task's
+# context; recorded only where the tasks of a process tree are needed (SMT
+# occupancy of a workload), not by scans.
+SCHED_FORK = Tracepoint("sched", "sched_process_fork", number="child_pid", label="child_comm")
 TRACEPOINTS: tuple[Tracepoint, ...] = (
     *_vector_events((LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS)),
     Tracepoint("irq", "irq_handler_entry", number="irq", label="name"),
@@ -82,9 +91,10 @@ TRACEPOINTS: tuple[Tracepoint, ...] = (
     Tracepoint("osnoise", "softirq_noise", number="duration", label="vector", label_kind="softirq"),
     Tracepoint("osnoise", "nmi_noise", number="duration"),
     Tracepoint("osnoise", "thread_noise", number="duration", label="comm"),
+    SCHED_WAKEUP,
     SCHED_SWITCH,
 )
-BY_NAME = {tp.name: tp for tp in TRACEPOINTS}
+BY_NAME = {tp.name: tp for tp in (*TRACEPOINTS, SCHED_FORK)}
 SWITCH_COLUMNS = ("cpu", "timestamp_ns", "prev_comm", "prev_pid", "prev_prio", "prev_state",
                   "next_comm", "next_pid", "next_prio")
 EVENT_COLUMNS = ("cpu", "timestamp_ns", "event", "pid", "number", "name")
@@ -464,6 +474,8 @@ _TEXT_FIELDS = {
     "softirq_noise": rf"\s*(?P<label>\S+):\d+ {_NOISE}",
     "thread_noise": rf"\s*(?P<label>.*):-?\d+ {_NOISE}",
     "nmi_noise": _NOISE,
+    "sched_wakeup": r"comm=(?P<label>.*) pid=(?P<number>\d+) prio=",
+    "sched_process_fork": r"comm=.* pid=-?\d+ child_comm=(?P<label>.*) child_pid=(?P<number>\d+)",
 }
 _SWITCH = re.compile(r"prev_comm=(?P<prev_comm>.*) prev_pid=(?P<prev_pid>-?\d+) "
                      r"prev_prio=(?P<prev_prio>-?\d+) prev_state=(?P<prev_state>\S+) ==> "

@@ -1,5 +1,5 @@
-"""Per-CPU explanation of detours: the breakdown by cause and the worst
-detours with the events inside them. Plain data (JSON-safe dicts), stored
+"""Per-CPU explanation of detours (or late wakeups): the breakdown by cause
+and the worst ones with the events inside them. Plain data (JSON-safe dicts), stored
 in the manifest as summaries["attribution"] and rendered by render/."""
 
 from __future__ import annotations
@@ -83,15 +83,18 @@ def worst_detours(detours: Table, causes: Table, trace: EventSource, cpu: int,
 
 
 def attribution_summary(detours: Table, causes: Table, trace: EventSource,
-                        worst: int = WORST_PER_CPU) -> list[dict]:
-    """summaries["attribution"]: one row per CPU with detours."""
+                        worst: int = WORST_PER_CPU, *, cpus: list[int] | None = None,
+                        count_key: str = "detours", total_key: str = "noise_ns") -> list[dict]:
+    """summaries["attribution"]: one row per CPU with detours (or per CPU of
+    `cpus`, with or without). Late wakeups use the same rows with their own
+    names for the count and the total time."""
     rows = []
-    for cpu in np.unique(detours["cpu"]).tolist():
+    for cpu in (np.unique(detours["cpu"]).tolist() if cpus is None else cpus):
         mine = detours.where(cpu=cpu)
         rows.append({
             "cpu": int(cpu),
-            "detours": int(mine.rows),
-            "noise_ns": int(mine["duration_ns"].sum()),
+            count_key: int(mine.rows),
+            total_key: int(mine["duration_ns"].sum()),
             "causes": breakdown(detours, causes, cpu),
             "worst": worst_detours(detours, causes, trace, cpu, worst),
         })

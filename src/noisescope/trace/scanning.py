@@ -30,6 +30,8 @@ from .explain import attribution_summary
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
 from .store import EventSource, EventSpool
 from .tracefs import TracingUnavailable
+from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
+from .wakeups import explain_late_wakeups
 
 DEFAULT_COST_REFERENCE_NS = 2_000_000_000
 
@@ -48,6 +50,7 @@ class TraceOptions:
     enabled: bool = True
     buffer_kb: int | None = None  # per CPU; None: sized from the probe duration
     cost_reference_ns: int = DEFAULT_COST_REFERENCE_NS  # untraced detour run; 0: skip
+    wakeup_threshold_ns: int = DEFAULT_WAKEUP_THRESHOLD_NS  # timerlat: explain wakeups this late
 
 
 @dataclass
@@ -151,8 +154,8 @@ class ScanTracing:
         return Table.concat(parts)
 
     def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]]) -> dict:
-        """Add the trace tables, the detours' causes and the attribution
-        summary; returns the manifest's `trace` section."""
+        """Add the trace tables, the causes of the detours and late wakeups and
+        their summaries; returns the manifest's `trace` section."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
         trace, stored = self._decode()
@@ -167,6 +170,16 @@ class ScanTracing:
             tables["detours"] = attribution.annotate(detours)
             tables["detour_causes"] = attribution.causes
             summaries["attribution"] = attribution_summary(tables["detours"], attribution.causes, trace)
+        series = tables.get("timerlat")
+        if series is not None and not series.rows and summaries.get("timerlat"):
+            self.session.info.notes.append("late wakeups not explained: the timerlat series was "
+                                           "not stored (--no-series)")
+        elif series is not None and series.rows and any(c.event_count + c.switch_count
+                                                        for p, c in self.captures if p == "timerlat"):
+            late = explain_late_wakeups(series, self.options.wakeup_threshold_ns,
+                                        summaries["timerlat"], trace, coverage)
+            tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
+            summaries["late_wakeups"] = late.summary
         lost = int(coverage["lost_events"].sum()) if coverage.rows else 0
         if lost:
             worst = coverage.filter(coverage["lost_events"] > 0)

@@ -43,6 +43,7 @@ from .events import (
     RawDecoder,
     Symbols,
     TraceEvents,
+    Tracepoint,
     parse_format,
     parse_header_page,
     parse_text,
@@ -179,8 +180,10 @@ class TraceSession:
 
     def __init__(self, cpus: tuple[int, ...], clock: MeasurementClock, *,
                  buffer_kb: int | None = None, recording_ns: int = 10_000_000_000,
-                 mountpoint: Path = DEFAULT_MOUNTPOINT, symbols: Symbols | None = None):
+                 mountpoint: Path = DEFAULT_MOUNTPOINT, symbols: Symbols | None = None,
+                 tracepoints: tuple[Tracepoint, ...] = TRACEPOINTS):
         self.cpus = tuple(cpus)
+        self.tracepoints = tracepoints  # what to record (sched_switch always)
         self.clock = clock
         self.requested_buffer_kb = buffer_kb
         self.recording_ns = recording_ns
@@ -230,7 +233,7 @@ class TraceSession:
         instance.write("options/overwrite", "0")
         instance.write("tracing_cpumask", cpumask_text(self.cpus))
         self._size_buffers(instance)
-        for tp in TRACEPOINTS:
+        for tp in self.tracepoints:
             if instance.exists(f"events/{tp.path}/enable"):
                 instance.write(f"events/{tp.path}/enable", "1")
                 self.info.events.append(tp.path)
@@ -286,21 +289,25 @@ class TraceSession:
             raise RuntimeError("the trace session is not open")
         return self._instance
 
-    def start(self) -> None:
-        """Empty the buffers and start recording."""
+    def start(self, clear: bool = True) -> None:
+        """Empty the buffers (unless told they are: the raw reader consumed
+        them; clearing costs an RCU grace period, tens of ms) and start recording."""
         instance = self.instance
-        instance.write("trace", "")  # truncating `trace` empties the instance's buffers
+        if clear or self.layout is None:
+            instance.write("trace", "")  # truncating `trace` empties the instance's buffers
         self._lost_before = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) for cpu in self.cpus}
-        instance.write("tracing_on", "1")
+        # The recording's bounds hold every event: read before tracing starts
+        # and after it stops (the writes themselves can record events).
         self._started_ticks = _now_ticks()
+        instance.write("tracing_on", "1")
 
     def stop(self, directory: Path, name: str) -> Recording:
         """Stop recording and move the buffers' contents into files in
         `directory` (raw pages, or the text rendering), undecoded: this runs
         between measurements, so it does as little as it can."""
-        stopped_ticks = _now_ticks()
         instance = self.instance
         instance.write("tracing_on", "0")
+        stopped_ticks = _now_ticks()
         lost = {cpu: _stats(instance.read(f"per_cpu/cpu{cpu}/stats")) - self._lost_before.get(cpu, 0)
                 for cpu in self.cpus}
         start_ns, end_ns = (int(v) for v in self.clock.timestamp_ns(
