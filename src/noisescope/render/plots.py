@@ -139,8 +139,12 @@ def bundle_names(bundles: list[Bundle]) -> dict[int, str]:
     names: dict[int, str] = {}
     seen: dict[str, int] = {}
     fleets = {b.path.parents[1] if b.path else None for b in bundles if b.manifest.get("cluster")}
+    first = {id(b): _node_name(b, len(fleets) > 1) or b.name for b in bundles}
+    shared = {n for n in first.values() if list(first.values()).count(n) > 1}
     for b in bundles:
-        name = _node_name(b, len(fleets) > 1) or b.name
+        name = first[id(b)]
+        if name in shared and b.path and b.path.name != name:  # one label, e.g. a run's bundles
+            name = f"{name} ({b.path.name})"
         seen[name] = seen.get(name, 0) + 1
         names[id(b)] = name if seen[name] == 1 else f"{name} #{seen[name]}"
     return names

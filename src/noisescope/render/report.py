@@ -26,6 +26,7 @@ from ..analysis.fleet import FleetBundle
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration
 from . import plots
+from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
 
 
@@ -79,6 +80,7 @@ def _fact_rows(bundle: Bundle) -> dict[str, str]:
         "complete": "yes" if m.get("complete") else "no (interrupted)",
         "command": " ".join(m.get("argv", [])),
         **({"imported": "; ".join(import_lines(m.get("source")))} if bundle.kind == "import" else {}),
+        "workload runs": "; ".join(bench_lines(bundle)),
         "ranks": _ranks_fact(bundle),
         "host": host.get("hostname", "") + (" (rank 0)" if host and "ranks" in p else ""),
         "kernel": (f"{host.get('kernel_release', '')} ({host.get('preemption') or '?'} preemption)"
@@ -157,6 +159,8 @@ def _system_cell(bundle: Bundle, check: str) -> str:
 
 def system_section(bundles: list[Bundle], names: list[str]) -> Section | None:
     checks = list(dict.fromkeys(f["check"] for b in bundles for f in b.manifest.get("system", [])))
+    if not checks and any(b.kind == "import" for b in bundles):
+        checks = ["(all)"]  # say why an import has none
     if not checks:
         return None
     rows = [[check, *(_system_cell(b, check) for b in bundles)] for check in checks]
@@ -245,13 +249,15 @@ NOISE_PROBES = ("detour", "ftq", "fwq")
 
 
 def comparison_section(bundles: list[Bundle], names: list[str]) -> Section | None:
-    if len(bundles) < 2:
+    """The noise of two or more bundles side by side (bench runs are compared in their
+    own section: run-time CDFs and bars per configuration)."""
+    compared = [(b, n) for b, n in zip(bundles, names, strict=True)
+                if any(b.summaries.get(p) for p in NOISE_PROBES)]
+    if len(compared) < 2:
         return None
-    figures = [f for draw in plots.COMPARISONS for f in draw(bundles)]
+    figures = [f for draw in plots.COMPARISONS for f in draw([b for b, _ in compared])]
     rows = []
-    for b, name in zip(bundles, names, strict=True):
-        if not any(b.summaries.get(p) for p in NOISE_PROBES):
-            continue
+    for b, name in compared:
         row = [name]
         for probe in NOISE_PROBES:
             values = [s["noise_pct"] for s in b.summaries.get(probe, [])
@@ -262,8 +268,6 @@ def comparison_section(bundles: list[Bundle], names: list[str]) -> Section | Non
                    if detours else "-")
         row.append(format_duration(max(s["max_ns"] for s in detours)) if detours else "-")
         rows.append(row)
-    if not rows:
-        return Section("comparison", "Comparison", figures=figures) if figures else None
     table = TableBlock("Mean over the measured CPUs", ["bundle", "detour noise %", "FTQ noise %",
                                                        "FWQ noise %", "detours/s", "longest detour"],
                        rows)

@@ -308,7 +308,8 @@ def findings_table(findings: list[dict]) -> RichTable:
 
 def system_line(bundle: Bundle) -> str | None:
     """One line naming the system checks that gave advice when the bundle was measured."""
-    advised = [f["check"] for f in bundle.manifest.get("system", []) if f["state"] != "ok"]
+    advised = list(dict.fromkeys(f["check"] for f in bundle.manifest.get("system", [])
+                                 if f["state"] != "ok"))  # a fleet: once for all its ranks
     if not advised:
         return None
     return f"system: advice on {', '.join(advised)} (details: noisescope system show)"
