@@ -549,6 +549,12 @@ def oslat_histogram(bundles: list[Bundle]) -> list[Figure]:
                               "Gaps between clock reads counted by oslat, per CPU.")
 
 
+def _draw_cdf(ax, values, **style) -> None:
+    """The empirical distribution of `values` (not empty) as a step curve from 0 to 1."""
+    x = np.sort(np.asarray(values, np.float64))
+    ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post", **style)
+
+
 def _ok_runs(bundle: Bundle):
     runs = bundle.table("runs")
     keep = (runs["status"] == "ok") & ~runs["warmup"].astype(bool)
@@ -586,9 +592,7 @@ def run_time_cdfs(bundles: list[Bundle]) -> list[Figure]:
         for ax, (column, what) in zip(row, (("wall_ns", "wall"), ("user_ns", "user"),
                                             ("sys_ns", "system")), strict=True):
             for (label, values), color in zip(groups[workload].items(), _cycle(), strict=False):
-                x = np.sort(values[column].astype(np.float64))
-                ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post", color=color,
-                        lw=1.2, label=plain(label))
+                _draw_cdf(ax, values[column], color=color, lw=1.2, label=plain(label))
             _duration_axis(ax, "x")
             ax.set_title(f"{plain(workload)}: {what} time", loc="left")
             ax.set_ylim(0, 1.02)
@@ -722,11 +726,9 @@ def bsp_iterations(bundles: list[Bundle]) -> list[Figure]:
         for r, color in zip(sorted(ranks, key=lambda r: r["rank"]), _cycle(), strict=False):
             for part, style in (("alone", "--"), ("bsp", "-")):
                 mine = table.filter((table["rank"] == r["rank"]) & (table["part"] == part))
-                x = np.sort(mine["iteration_ns"].astype(np.float64))
-                if len(x):
-                    ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post",
-                            color=color, ls=style, lw=1.1,
-                            label=f"rank {r['rank']} {'alone' if part == 'alone' else 'synchronized'}")
+                if mine.rows:
+                    _draw_cdf(ax, mine["iteration_ns"], color=color, ls=style, lw=1.1,
+                              label=f"rank {r['rank']} {'alone' if part == 'alone' else 'synchronized'}")
         ax.axvline(bundle.summaries["bsp"][0]["noise_free_ns"], color="#444444", lw=0.8, ls=":")
         ax.set_xscale("log")
         _duration_axis(ax, "x")
