@@ -242,3 +242,13 @@ class FleetBundle(Bundle):
     @property
     def absent(self) -> list[dict]:
         return self._found[1]
+
+    def noisiest_nodes(self, count: int | None = None) -> list[Bundle]:
+        """The ranks' bundles, noisiest first by the fleet's ranking figure."""
+        rows = {r["rank"]: r for r in self.summaries.get("ranks", [])}
+        key = ranking_figure(list(rows.values()))
+
+        def noise(node: Bundle) -> float:
+            row = rows.get(node.manifest.get("cluster", {}).get("rank"), {})
+            return (row.get(key) or 0.0) if key else 0.0
+        return sorted(self.nodes, key=noise, reverse=True)[:count]

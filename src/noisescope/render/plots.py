@@ -671,14 +671,14 @@ def fleet_detour_curves(fleets: list[Bundle]) -> list[Figure]:
     """The detour-length distributions of a fleet's ranks on one figure (their own bundles)."""
     from ..analysis.fleet import FleetBundle
 
-    nodes = [n for f in fleets if isinstance(f, FleetBundle) for n in f.nodes]
-    nodes.sort(key=lambda n: -max((s.get("noise_pct") or 0 for s in n.summaries.get("detour", [])),
-                                  default=0))  # the noisiest first, if not all are drawn
+    fleets = [f for f in fleets if isinstance(f, FleetBundle)]
+    count = sum(len(f.nodes) for f in fleets)
+    nodes = [n for f in fleets for n in f.noisiest_nodes(MAX_PANELS // len(fleets) or 1)]
     if len(nodes) < 2:
         return []
-    more = f" {len(nodes) - MAX_PANELS} more ranks are not drawn." if len(nodes) > MAX_PANELS else ""
-    return detour_rate_curves(nodes[:MAX_PANELS], "fleet-detours",
-                              "How often each rank's CPUs are taken away", more)
+    more = f" {count - len(nodes)} quieter ranks are not drawn." if count > len(nodes) else ""
+    return detour_rate_curves(nodes, "fleet-detours", "How often each rank's CPUs are taken away",
+                              more)
 
 
 @styled

@@ -182,6 +182,7 @@ OVERVIEW_TITLES = {"fleet": "Fleet: the ranks side by side",
 # Kinds whose overview shows every summary they hold: no per-summary sections for them.
 # A fleet's per-CPU summaries do get them (rank and node columns, figures from its ranks).
 WHOLLY_IN_OVERVIEW = {"bsp", "prediction"}
+MAX_RANK_TABLES = plots.MAX_PANELS  # a fleet's tables per rank (spectrum, causes): the noisiest
 
 
 def overview_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
@@ -230,9 +231,9 @@ def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
             prefix = f"{name}: " if several else ""
             if bundle.summaries.get(kind):
                 sources.append((bundle.summaries[kind], prefix))
-            elif isinstance(bundle, FleetBundle):
+            elif isinstance(bundle, FleetBundle):  # per rank, the noisiest ones of a large fleet
                 sources += [(m.summaries[kind], f"{prefix}{node_names[id(m)]}: ")
-                            for m in bundle.nodes if m.summaries.get(kind)]
+                            for m in bundle.noisiest_nodes(MAX_RANK_TABLES) if m.summaries.get(kind)]
             drawn += [m for m in _members(bundle) if m.summaries.get(kind)]
         made = [(render(rows), prefix) for rows, prefix in sources
                 for render in SUMMARY_TABLES.get(kind, [])]
