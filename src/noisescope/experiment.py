@@ -31,6 +31,7 @@ from .placement import Placement, ResolvedPlacement, resolve
 from .privileges import can_use_fifo
 from .probes import PROBES, Injection
 from .probes.inject import BackgroundInjection
+from .system import check_system
 from .tables import Table
 from .trace.siblings import (
     CATEGORIES,
@@ -489,6 +490,7 @@ def build_bundle(experiment: Experiment, prepared: Prepared, records: list[Recor
         "summaries": {"workloads": workload_summaries(experiment, runs)},
         "warnings": [d.to_dict() for d in diagnostics],
         "occupancy": occupancy_section(prepared),
+        "system": check_system("/", _workload_cpus(prepared), facts).to_list(),
         "tables": {},
     }
     tables = {"runs": runs}
@@ -500,6 +502,15 @@ def build_bundle(experiment: Experiment, prepared: Prepared, records: list[Recor
         tables["occupancy"] = occupancy
         manifest["summaries"]["occupancy"] = occupancy_summaries(experiment, records)
     return Bundle(manifest, tables)
+
+
+def _workload_cpus(prepared: Prepared) -> tuple[int, ...] | None:
+    """The CPUs the workloads ran on, for the system check; None (the check's default,
+    isolated or else all online CPUs) when a configuration left it to the scheduler."""
+    placed = [p.cpus for p in prepared.placements.values()]
+    if not placed or any(cpus is None for cpus in placed):
+        return None
+    return tuple(sorted(set().union(*placed)))
 
 
 def occupancy_section(prepared: Prepared) -> dict:

@@ -106,7 +106,7 @@ def test_alignment_is_the_spread_of_the_first_windows():
 
 def fleet_bundle(label: str, noise_by_node: dict[str, list[float]]) -> Bundle:
     rows = [{"rank": i, "node": node, "cpu": cpu, "noise_pct": value, "detours_per_s": 100.0,
-             "p99_ns": 1000, "max_ns": 5000}
+             "p50_ns": 500, "p99_ns": 1000, "p999_ns": 2000, "max_ns": 5000}
             for i, (node, values) in enumerate(noise_by_node.items())
             for cpu, value in enumerate(values)]
     manifest = {"schema_version": SCHEMA_VERSION, "kind": "fleet", "tool": {"version": "t"},
@@ -129,3 +129,46 @@ def test_compare_fleets_with_nodes_as_units_as_rows_and_against_each_other():
     by_node = compare([before], metrics=["noise_pct"], by_node=True)
     assert by_node.configurations == [f"before/n{i}" for i in range(6)]
     assert by_node.row("detour", "noise_pct", "before/n3").stats.n == 2  # its CPUs
+
+
+def test_report_of_a_fleet_has_ranks_as_rows_node_against_node_and_findings_per_rank():
+    from noisescope.render.report import TableBlock, build_report, render_markdown
+
+    def table(section, title):
+        return next(b for b in section.blocks if isinstance(b, TableBlock)
+                    and b.title.startswith(title))
+
+    bundle = fleet_bundle("f<1>", {"n0": [1.0, 1.1, 1.2], "n1": [3.0, 3.2, 3.1]})
+    bundle.manifest["summaries"]["ranks"] = [
+        {"rank": r, "node": f"n{r}", "status": "ok", "reason": None, "cpus": [0, 1, 2],
+         "bundle": f"nodes/rank000{r}-n{r}", "detour_noise_pct": 1.1 + 2 * r}
+        for r in (0, 1)]
+    bundle.manifest["summaries"]["differences"] = [{"message": "n1 (rank 1): detour noise % 3.1%"}]
+    bundle.manifest["parameters"] = {"ranks": 2, "probes": ["detour"], "duration_ns": 10**9,
+                                     "rt": False}
+    finding = {"check": "isolcpus", "message": "not isolated", "advice": "isolate"}
+    bundle.manifest["system"] = [{**finding, "state": state, "rank": r, "node": f"n{r}"}
+                                 for r, state in ((0, "ok"), (1, "advice"))]
+    bundle.manifest["system"] += [{"check": "thp", "state": "ok", "message": "madvise",
+                                   "advice": None, "rank": r, "node": f"n{r}"} for r in (0, 1)]
+    report = build_report([bundle])
+    sections = {s.key: s for s in report.sections}
+    overview = sections["fleet"]
+    assert overview.blocks[0].startswith("fleet: 2 ranks on 2 nodes, 2 measured")
+    ranks = table(overview, "Noisiest ranks")
+    assert [row[:2] for row in ranks.rows] == [["1", "n1"], ["0", "n0"]]  # noisiest first
+    assert any("2 ranks' own bundles are not here" in b for b in overview.blocks
+               if isinstance(b, str))
+    detours = sections["detour"].blocks[0]
+    assert detours.headers[:3] == ["rank", "node", "CPU"] and len(detours.rows) == 6
+    node_vs_node = sections["nodes-0"]
+    change = table(node_vs_node, "detour: change")
+    assert {row[1] for row in change.rows} == {"f<1>/n1"}  # n1 against the baseline n0
+    noise = next(row for row in change.rows if "noise" in row[0])
+    assert noise[2].startswith("+")  # n1 is the noisier node
+    system = sections["system"].blocks[1]
+    cells = {row[0]: row[1] for row in system.rows}
+    assert cells["isolcpus"] == ("ok: not isolated (advice: isolate) [rank 0 (n0)]; "
+                                 "advice: not isolated (advice: isolate) [rank 1 (n1)]")
+    assert cells["thp"] == "ok: madvise [all 2 ranks]"
+    assert "f&lt;1&gt;" in render_markdown(report, "files")

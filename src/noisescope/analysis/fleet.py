@@ -14,8 +14,12 @@ hide itself by raising the spread.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ..bundle import Bundle, load
+from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
 
@@ -206,3 +210,45 @@ def alignment(windows: Table) -> list[dict]:
                     "latest_ns": int(values.max()),
                     "spread_ns": int(values.max() - values.min())})
     return out
+
+
+class FleetBundle(Bundle):
+    """A fleet bundle with its ranks' own bundles (DIR/nodes/...), found through the
+    `bundle` path of each rank and loaded on first use. Without a shared file system
+    only some (or none) are here; `absent` lists the ranks whose bundle is not."""
+
+    @classmethod
+    def of(cls, bundle: Bundle) -> FleetBundle:
+        return cls(bundle.manifest, path=bundle.path)
+
+    @functools.cached_property
+    def _found(self) -> tuple[list[Bundle], list[dict]]:
+        nodes, absent = [], []
+        for row in self.summaries.get("ranks", []):
+            if row["status"] != "ok" or not row.get("bundle"):
+                continue
+            try:
+                if self.path is None:  # a fleet built in memory
+                    raise UsageError("not on disk", "")
+                nodes.append(load(self.path / row["bundle"]))
+            except UsageError:  # written on another node, without a shared file system
+                absent.append(row)
+        return nodes, absent
+
+    @property
+    def nodes(self) -> list[Bundle]:
+        return self._found[0]
+
+    @property
+    def absent(self) -> list[dict]:
+        return self._found[1]
+
+    def noisiest_nodes(self, count: int | None = None) -> list[Bundle]:
+        """The ranks' bundles, noisiest first by the fleet's ranking figure."""
+        rows = {r["rank"]: r for r in self.summaries.get("ranks", [])}
+        key = ranking_figure(list(rows.values()))
+
+        def noise(node: Bundle) -> float:
+            row = rows.get(node.manifest.get("cluster", {}).get("rank"), {})
+            return (row.get(key) or 0.0) if key else 0.0
+        return sorted(self.nodes, key=noise, reverse=True)[:count]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import click
 from rich.console import Console
 
-from ..bundle import Bundle
+from ..bundle import MANIFEST, Bundle, load
+from ..errors import UsageError
 from ..render.terminal import print_bundle
 from ..trace.siblings import OccupancyOptions
 from ..units import format_duration
@@ -27,6 +29,28 @@ def plain_stdout() -> None:
     when its own output goes to a file."""
     global stdout
     stdout = Console(highlight=False, width=PIPE_WIDTH, color_system=None)
+
+
+def expand(paths: tuple[str, ...]) -> list[Path]:
+    """Bundle directories, and directories holding bundles (`noisescope run` output:
+    probes-before/, runs/, probes-after/)."""
+    found: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if (path / MANIFEST).is_file() or not path.is_dir():
+            found.append(path)  # load() says what is wrong with a non-bundle
+            continue
+        inner = sorted(p for p in path.iterdir() if (p / MANIFEST).is_file())
+        if not inner:
+            raise UsageError(f"{path} is not a noisescope bundle and holds none",
+                             "give bundle directories (written by scan, bench or run)")
+        found.extend(inner)
+    return found
+
+
+def load_all(paths: tuple[str, ...]) -> list[Bundle]:
+    """Every bundle the paths name (see expand), all loaded before any is used."""
+    return [load(path) for path in expand(paths)]
 
 
 class Progress:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..analysis.compare import ALPHA, RESAMPLES, compare
-from ..bundle import MANIFEST, load
 from ..errors import UsageError
 from ..render.compare import FORMATS, markdown, print_comparison, print_notes, to_csv, to_json
-from .common import stderr, stdout
+from .common import load_all, stderr, stdout
 
 EXAMPLES = """
 \b
@@ -22,22 +19,6 @@ EXAMPLES
   noisescope compare fleet-before/ fleet-after/ --per-node        # cluster scans, node by node
   noisescope compare fleet/ --by-node --baseline fleet/node001    # one fleet: node against node
 """
-
-
-def expand(paths: tuple[str, ...]) -> list[Path]:
-    """Bundle directories, and directories holding bundles (e.g. `noisescope run` output)."""
-    found: list[Path] = []
-    for text in paths:
-        path = Path(text)
-        if (path / MANIFEST).is_file() or not path.is_dir():
-            found.append(path)  # load() says what is wrong with a non-bundle
-            continue
-        inner = sorted(p for p in path.iterdir() if (p / MANIFEST).is_file())
-        if not inner:
-            raise UsageError(f"{path} is not a noisescope bundle and holds none",
-                             "give bundle directories (written by scan, bench or run)")
-        found.extend(inner)
-    return found
 
 
 @click.command(epilog=EXAMPLES)
@@ -65,7 +46,7 @@ def compare_command(bundles, baseline, metrics, per_cpu, per_node, by_node, outp
     the change vs a baseline with a confidence interval and a corrected p-value."""
     if resamples < 100:
         raise UsageError(f"--resamples {resamples} is too few for a 95% interval", "use 1000+")
-    loaded = [load(path) for path in expand(bundles)]
+    loaded = load_all(bundles)
     comparison = compare(loaded, baseline=baseline,
                          metrics=metrics.split(",") if metrics else None, per_cpu=per_cpu,
                          alpha=alpha, resamples=resamples, seed=seed, per_node=per_node,

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..bundle import load
 from ..errors import UsageError
-from .common import stderr
+from .common import load_all, stderr
 
 EXAMPLES = """
 \b
@@ -15,6 +14,8 @@ EXAMPLES
   noisescope report vanilla/ tuned/ -o compare.html              # side by side
   noisescope report tuned/ --format md -o tuned.md               # + tuned_files/*.png
   noisescope report tuned/ --format png -o figures/
+  noisescope report results/vanilla-vm/ -o run.html              # a `run`: probes and runs
+  noisescope report fleet/ -o fleet.html                         # cluster scan: ranks side by side
 """
 # render.report (matplotlib) is imported only when a report is written: this module
 # is loaded by every command, `scan` included.
@@ -32,11 +33,13 @@ FORMATS = tuple(DEFAULT_OUTPUT)
 @click.option("-q", "--quiet", is_flag=True, help="do not print where the report went")
 def report_command(bundle_paths, output, fmt, quiet):
     """Write a report (summary tables, plots, host facts, system check,
-    warnings) for one bundle, or a comparison of several."""
+    warnings) for one bundle, or a comparison of several. A directory written
+    by `run` stands for the bundles in it; a fleet (cluster scan) brings its
+    ranks' own bundles."""
     from ..render.report import write_report
 
     destination = output or DEFAULT_OUTPUT[fmt]
-    bundles = [load(path) for path in bundle_paths]  # every bundle checked before writing
+    bundles = load_all(bundle_paths)  # every bundle checked before writing
     try:
         written = write_report(bundles, destination, fmt)
     except OSError as error:  # missing directory, a directory in the way, no permission

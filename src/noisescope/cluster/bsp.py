@@ -49,10 +49,11 @@ from ..probes.inject import BackgroundInjection
 from ..probes.quantum import UNIT_ITERATIONS, unit_ticks
 from ..probes.schedule import plan_windows
 from ..scan import live_host_facts
+from ..system import check_system
 from ..tables import Table
 from .cpus import assign_cpus, own_injections
 from .mpi import World
-from .session import DEFAULT_TIMEOUT_NS, Session, start_up
+from .session import DEFAULT_TIMEOUT_NS, Session, rank_findings, start_up
 
 COLLECTIVES = ("allreduce", "barrier")
 RT_PAUSE_NS = 100_000_000  # per round with --rt: the RT budget is 95% of each second
@@ -173,7 +174,8 @@ def run_bsp(options: BspOptions, *, destination: str | os.PathLike[str] | None =
         raise UsageError(failure)
     injections = own_injections(options.injections, (cpu,), placement.rank, options.inject_ranks)
     measured = _measure(world, options, cpu, priority, clock, units, injections, progress)
-    record = {"rank": placement.rank, "node": placement.node, "cpu": cpu, **measured}
+    record = {"rank": placement.rank, "node": placement.node, "cpu": cpu,
+              "system": check_system("/", (cpu,), facts).to_list(), **measured}
     session.report(record)
     bundle = None
     if world.is_root:
@@ -326,7 +328,8 @@ def bsp_bundle(options: BspOptions, session: Session, units: int, priority: int,
                        "unit_iterations": UNIT_ITERATIONS, "priority": priority,
                        "predict": prediction.options.to_dict()},
         "summaries": {"bsp": [result], "ranks": rows, "prediction": [point]},
-        "warnings": [d.to_dict() for d in notes], "tables": {},
+        "warnings": [d.to_dict() for d in notes], "system": rank_findings(records),
+        "tables": {},
     }
     return Bundle(manifest, {"iterations": Table.concat(iterations),
                              "detours": Table.concat(detours), "windows": Table.concat(windows)})

@@ -36,7 +36,7 @@ from ..tables import Table
 from ..units import format_duration
 from .cpus import assign_cpus, own_injections
 from .mpi import Placement, World
-from .session import DEFAULT_TIMEOUT_NS, Session, start_up
+from .session import DEFAULT_TIMEOUT_NS, Session, rank_findings, start_up
 
 NODES = "nodes"
 ALIGNMENT_TOLERANCE_NS = 1_000_000
@@ -143,6 +143,7 @@ def rank_record(placement: Placement, bundle: Bundle, directory: Path, start_ns:
         "privileges": bundle.manifest.get("privileges", {}),
         "summaries": summaries,
         "warnings": bundle.manifest["warnings"],
+        "system": bundle.manifest.get("system", []),
         "figures": fleet.node_figures(summaries),
         "bands": (fleet.band_rates(bundle.detours.duration_ns, detour_ns)
                   if "detour" in summaries else {}),
@@ -226,6 +227,7 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
         "summaries": summaries,
         "warnings": [d.to_dict() for d in fleet_diagnostics(outcomes, records,
                                                            summaries["alignment"])],
+        "system": rank_findings(records),
         "tables": {},
     }
     return Bundle(manifest, {"windows": windows} if windows.rows else {})

@@ -182,3 +182,10 @@ class Session:
                   flush=True)
             self.world.abort(1)
         self.world.finish()
+
+
+def rank_findings(records: list[dict]) -> list[dict]:
+    """Every rank's `system show` findings for its own CPUs, each with its rank and
+    node: the manifest's `system` of fleet and bsp bundles."""
+    return [{**finding, "rank": r["rank"], "node": r["node"]}
+            for r in records for finding in r.get("system", [])]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table as RichTable
 
 from ..bundle import Bundle
@@ -56,13 +55,7 @@ def ranks_table(rows: list[dict]) -> RichTable:
     return t
 
 
-def print_bsp(bundle: Bundle, console: Console) -> None:
-    from .terminal import print_warnings
-
-    for line in bsp_lines(bundle):
-        console.print(line, highlight=False, markup=False)
-    console.print()
-    console.print(slowdown_table(bundle.summaries["bsp"][0]))
-    console.print()
-    console.print(ranks_table(bundle.summaries["ranks"]))
-    print_warnings(bundle, console)
+def bsp_blocks(bundle: Bundle) -> list[str | RichTable]:
+    """What `cluster bsp` and `show` print for a bsp bundle (terminal.OVERVIEWS)."""
+    return [*bsp_lines(bundle), slowdown_table(bundle.summaries["bsp"][0]),
+            ranks_table(bundle.summaries["ranks"])]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table as RichTable
 
 from ..analysis.fleet import NODE_FIGURES, noisiest, ranking_figure
@@ -78,35 +77,19 @@ def cpus_table(rows: list[dict]) -> RichTable | None:
     return t
 
 
-def print_fleet(bundle: Bundle, console: Console) -> None:
-    from .terminal import print_warnings
+def difference_lines(bundle: Bundle) -> list[str]:
+    found = bundle.summaries.get("differences", [])
+    if len([r for r in bundle.summaries.get("ranks", []) if r["status"] == "ok"]) < 2:
+        return ["How the nodes differ: fewer than two ranks measured"]
+    if not found:
+        return ["How the nodes differ: no host fact or noise figure stands out"]
+    return ["How the nodes differ:", *(f"  {d['message']}" for d in found)]
 
-    for line in fleet_lines(bundle):
-        console.print(line, highlight=False, markup=False)
+
+def fleet_blocks(bundle: Bundle) -> list[str | RichTable]:
+    """What `cluster scan` and `show` print for a fleet (terminal.OVERVIEWS)."""
     summaries = bundle.summaries
-    for table in (ranks_table([r for r in summaries.get("ranks", []) if r["status"] == "ok"]),
-                  cpus_table(summaries.get("detour", []))):
-        if table is not None:
-            console.print()
-            console.print(table)
-    console.print()
-    found = summaries.get("differences", [])
-    if len([r for r in summaries.get("ranks", []) if r["status"] == "ok"]) < 2:
-        console.print("How the nodes differ: fewer than two ranks measured", highlight=False)
-    elif not found:
-        console.print("How the nodes differ: no host fact or noise figure stands out",
-                      highlight=False)
-    else:
-        console.print("How the nodes differ:", highlight=False)
-        for d in found:
-            console.print(f"  {d['message']}", highlight=False, markup=False)
-    print_warnings(bundle, console)
-
-
-def print_fleet_bundle(bundle: Bundle, console: Console) -> None:
-    if bundle.kind == "bsp":
-        from .bsp import print_bsp
-
-        print_bsp(bundle, console)
-    else:
-        print_fleet(bundle, console)
+    tables = (ranks_table([r for r in summaries.get("ranks", []) if r["status"] == "ok"]),
+              cpus_table(summaries.get("detour", [])))
+    return [*fleet_lines(bundle), *(t for t in tables if t is not None),
+            *difference_lines(bundle)]

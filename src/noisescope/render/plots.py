@@ -120,21 +120,41 @@ def plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
+def _node_name(bundle: Bundle, with_fleet: bool) -> str | None:
+    """'rank 1 (node7)' for a rank's bundle of a cluster scan (None for other bundles),
+    after its fleet's name (label, else directory) when several fleets are drawn."""
+    cluster = bundle.manifest.get("cluster")
+    if not cluster:
+        return None
+    name = f"rank {cluster['rank']} ({cluster['node']})"
+    if with_fleet:
+        fleet = bundle.label or (bundle.path.parents[1].name if bundle.path else "fleet")
+        name = f"{fleet} {name}"
+    return name
+
+
 def bundle_names(bundles: list[Bundle]) -> dict[int, str]:
-    """Distinct display names (label, else directory name) keyed by id(bundle)."""
+    """Distinct display names (label, else directory name; a fleet's node bundles by
+    rank and node) keyed by id(bundle)."""
     names: dict[int, str] = {}
     seen: dict[str, int] = {}
+    fleets = {b.path.parents[1] if b.path else None for b in bundles if b.manifest.get("cluster")}
+    first = {id(b): _node_name(b, len(fleets) > 1) or b.name for b in bundles}
+    shared = {n for n in first.values() if list(first.values()).count(n) > 1}
     for b in bundles:
-        name = b.name
+        name = first[id(b)]
+        if name in shared and b.path and b.path.name != name:  # one label, e.g. a run's bundles
+            name = f"{name} ({b.path.name})"
         seen[name] = seen.get(name, 0) + 1
         names[id(b)] = name if seen[name] == 1 else f"{name} #{seen[name]}"
     return names
 
 
-def panels(bundles: list[Bundle], kind: str, noise_key: str = "noise_pct"
+def panels(bundles: list[Bundle], kind: str, table: str, noise_key: str = "noise_pct"
            ) -> tuple[list[tuple[Bundle, dict]], int]:
-    """(bundle, per-CPU summary) pairs to draw, noisiest first when there are too many."""
-    pairs = [(b, s) for b in bundles for s in b.summaries.get(kind, [])]
+    """(bundle, per-CPU summary) pairs of the bundles holding `table` to draw, noisiest
+    first when there are too many."""
+    pairs = [(b, s) for b in bundles if b.has_table(table) for s in b.summaries.get(kind, [])]
     if len(pairs) <= MAX_PANELS:
         return pairs, 0
     ranked = sorted(pairs, key=lambda p: -(p[1].get(noise_key) or 0))[:MAX_PANELS]
@@ -176,7 +196,7 @@ def _several(bundles: list[Bundle]) -> bool:
 
 def _series(bundles: list[Bundle], kind: str, table: str, column: str, key: str, title: str,
             ylabel: str, caption: str, as_duration: bool) -> list[Figure]:
-    pairs, dropped = panels(bundles, kind)
+    pairs, dropped = panels(bundles, kind, table)
     if not pairs:
         return []
     names = bundle_names(bundles)
@@ -213,7 +233,7 @@ def fwq_series(bundles: list[Bundle]) -> list[Figure]:
 
 @styled
 def detour_timeline(bundles: list[Bundle]) -> list[Figure]:
-    pairs, dropped = panels(bundles, "detour")
+    pairs, dropped = panels(bundles, "detour", "detours")
     if not pairs:
         return []
     names = bundle_names(bundles)
@@ -282,8 +302,8 @@ def _finish_log_log(ax, drawn: int, xlabel: str, ylabel: str, durations: bool) -
 def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
     figure, ax, names = _single_axes(bundles)
     drawn = 0
-    for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])),
-                                  _cycle(), strict=False):
+    for (bundle, s), color in zip(((b, s) for b in bundles if b.has_table("detours")
+                                   for s in b.summaries.get("detour", [])), _cycle(), strict=False):
         lengths = bundle.table("detours").where(cpu=s["cpu"])["duration_ns"]
         if len(lengths) == 0:
             continue
@@ -374,34 +394,77 @@ def _draw_spectrum(ax, frequency, power, summary: dict, log: bool) -> None:
 
 # -- comparisons across bundles -----------------------------------------------------------
 
-@styled
-def noise_bars(bundles: list[Bundle]) -> list[Figure]:
-    probes = [k for k in ("detour", "ftq", "fwq") if any(b.summaries.get(k) for b in bundles)]
+NOISE_PROBES = ("detour", "ftq", "fwq")
+MAX_BARS = 40  # groups per bar chart; a larger fleet shows its noisiest ranks
+
+
+def _noise_bars(groups: list[tuple[str, dict[str, list[dict]]]]):
+    """Bars of the mean noise % per group (configuration or rank) and probe, error
+    bars from the quietest to the noisiest CPU; None when nothing has noise figures."""
+    probes = [k for k in NOISE_PROBES if any(g.get(k) for _, g in groups)]
     if not probes:
-        return []
-    names = bundle_names(bundles)
+        return None
     figure, axes = new_figure(1, row_height=3.0)
     ax = axes[0, 0]
     width = 0.8 / len(probes)
-    x = np.arange(len(bundles))
+    x = np.arange(len(groups))
     for i, (probe, color) in enumerate(zip(probes, _cycle(), strict=False)):
-        values = [[s["noise_pct"] for s in b.summaries.get(probe, []) if s.get("noise_pct") is not None]
-                  for b in bundles]
+        values = [[s["noise_pct"] for s in g.get(probe, []) if s.get("noise_pct") is not None]
+                  for _, g in groups]
         mean = np.array([np.mean(v) if v else np.nan for v in values])
         low = np.array([mean[j] - min(v) if v else 0 for j, v in enumerate(values)])
         high = np.array([max(v) - mean[j] if v else 0 for j, v in enumerate(values)])
         ax.bar(x + (i - (len(probes) - 1) / 2) * width, mean, width, yerr=[low, high], capsize=3,
                color=color, label=probe)
-    ax.set_xticks(x, [plain(names[id(b)]) for b in bundles])
+    ax.set_xticks(x, [plain(name) for name, _ in groups],
+                  rotation=30 if len(groups) > 8 else 0, ha="right" if len(groups) > 8 else "center")
     ax.set_ylabel("noise (% of CPU time)")
     ax.legend()
+    return figure
+
+
+@styled
+def noise_bars(bundles: list[Bundle]) -> list[Figure]:
+    names = bundle_names(bundles)
+    figure = _noise_bars([(names[id(b)], b.summaries) for b in bundles])
+    if figure is None:
+        return []
     return [Figure("compare-noise", "Noise per configuration",
                    "Mean noise over the measured CPUs of each bundle, per probe; the error bars "
                    "span the quietest to the noisiest CPU.", figure)]
 
 
 @styled
-def detour_rate_curves(bundles: list[Bundle]) -> list[Figure]:
+def rank_noise_bars(fleets: list[Bundle]) -> list[Figure]:
+    """A fleet's ranks side by side, from the per-CPU summaries the fleet gathered."""
+    from ..analysis.fleet import noisiest, ranking_figure
+
+    names = bundle_names(fleets)
+    groups, left = [], 0
+    for fleet in fleets:
+        ranks = [r for r in fleet.summaries.get("ranks", []) if r["status"] == "ok"]
+        key = ranking_figure(ranks)
+        shown = noisiest(ranks, key, MAX_BARS // len(fleets)) if key else []
+        left += len(ranks) - len(shown)
+        for r in sorted(shown, key=lambda r: r["rank"]):
+            prefix = f"{names[id(fleet)]} " if len(fleets) > 1 else ""
+            groups.append((f"{prefix}rank {r['rank']} ({r['node']})",
+                           {probe: [s for s in fleet.summaries.get(probe, [])
+                                    if s["rank"] == r["rank"]] for probe in NOISE_PROBES}))
+    figure = _noise_bars(groups)
+    if figure is None:
+        return []
+    more = f" {left} quieter ranks are not drawn." if left else ""
+    return [Figure("fleet-noise", "Noise per rank",
+                   "Mean noise over each rank's measured CPUs, per probe, all ranks measured at "
+                   "the same time; the error bars span the rank's quietest to its noisiest CPU."
+                   + more, figure)]
+
+
+@styled
+def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
+                       title: str = "How often the CPU is taken away for at least a given time",
+                       more: str = "") -> list[Figure]:
     figure, ax, names = _single_axes(bundles)
     drawn = 0
     for bundle, color in zip(bundles, _cycle(), strict=False):
@@ -419,9 +482,8 @@ def detour_rate_curves(bundles: list[Bundle]) -> list[Figure]:
     if not _finish_log_log(ax, drawn, "detour length at least", "detours per CPU-second",
                            durations=True):
         return []
-    return [Figure("compare-detours", "How often the CPU is taken away for at least a given time",
-                   "Rate of detours at least as long as x, pooled over each bundle's CPUs: lower "
-                   "and further left is quieter.", figure)]
+    return [Figure(key, title, "Rate of detours at least as long as x, pooled over each bundle's "
+                   "CPUs: lower and further left is quieter." + more, figure)]
 
 
 # -- attribution, timer latency, workload runs, predictions -------------------------------
@@ -487,6 +549,12 @@ def oslat_histogram(bundles: list[Bundle]) -> list[Figure]:
                               "Gaps between clock reads counted by oslat, per CPU.")
 
 
+def _draw_cdf(ax, values, **style) -> None:
+    """The empirical distribution of `values` (not empty) as a step curve from 0 to 1."""
+    x = np.sort(np.asarray(values, np.float64))
+    ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post", **style)
+
+
 def _ok_runs(bundle: Bundle):
     runs = bundle.table("runs")
     keep = (runs["status"] == "ok") & ~runs["warmup"].astype(bool)
@@ -524,9 +592,7 @@ def run_time_cdfs(bundles: list[Bundle]) -> list[Figure]:
         for ax, (column, what) in zip(row, (("wall_ns", "wall"), ("user_ns", "user"),
                                             ("sys_ns", "system")), strict=True):
             for (label, values), color in zip(groups[workload].items(), _cycle(), strict=False):
-                x = np.sort(values[column].astype(np.float64))
-                ax.step(np.r_[x[0], x], np.arange(len(x) + 1) / len(x), where="post", color=color,
-                        lw=1.2, label=plain(label))
+                _draw_cdf(ax, values[column], color=color, lw=1.2, label=plain(label))
             _duration_axis(ax, "x")
             ax.set_title(f"{plain(workload)}: {what} time", loc="left")
             ax.set_ylim(0, 1.02)
@@ -600,6 +666,85 @@ def slowdown_curves(bundles: list[Bundle]) -> list[Figure]:
                    figure)]
 
 
+@styled
+def fleet_detour_curves(fleets: list[Bundle]) -> list[Figure]:
+    """The detour-length distributions of a fleet's ranks on one figure (their own bundles)."""
+    from ..analysis.fleet import FleetBundle
+
+    fleets = [f for f in fleets if isinstance(f, FleetBundle)]
+    count = sum(len(f.nodes) for f in fleets)
+    nodes = [n for f in fleets for n in f.noisiest_nodes(MAX_PANELS // len(fleets) or 1)]
+    if len(nodes) < 2:
+        return []
+    more = f" {count - len(nodes)} quieter ranks are not drawn." if count > len(nodes) else ""
+    return detour_rate_curves(nodes, "fleet-detours", "How often each rank's CPUs are taken away",
+                              more)
+
+
+@styled
+def bsp_slowdowns(bundles: list[Bundle]) -> list[Figure]:
+    names = bundle_names(bundles)
+    results = [(b, b.summaries["bsp"][0]) for b in bundles if b.summaries.get("bsp")]
+    if not results:
+        return []
+    bars = (("work alone (mean over ranks)", "local_slowdown_mean", None, "local_slowdown_max"),
+            ("work + collective, measured", "measured_slowdown", None, None),
+            ("predicted", "predicted_slowdown_mean", "predicted_slowdown_min",
+             "predicted_slowdown_max"))
+    figure, axes = new_figure(1, row_height=0.9 + 0.8 * len(results))
+    ax = axes[0, 0]
+    height = 0.8 / len(bars)
+    y = np.arange(len(results))
+    for i, ((what, key, low_key, high_key), color) in enumerate(zip(bars, _cycle(), strict=False)):
+        value = np.array([100 * r[key] for _, r in results])
+        low = np.array([value[j] - 100 * r[low_key] if low_key else 0
+                        for j, (_, r) in enumerate(results)])
+        high = np.array([100 * r[high_key] - value[j] if high_key else 0
+                         for j, (_, r) in enumerate(results)])
+        ax.barh(y + (i - (len(bars) - 1) / 2) * height, value, height, xerr=[low, high],
+                capsize=3, color=color, label=what)
+    ax.set_yticks(y, [plain(f"{names[id(b)]} (P={r['ranks']})") for b, r in results])
+    ax.invert_yaxis()
+    ax.set_xlabel("slowdown per iteration (%)")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3)
+    return [Figure("bsp-slowdown", "Measured against predicted slowdown",
+                   "Slowdown of the synchronized loop over its noise-free iteration, measured and "
+                   "predicted from the detours sampled on the same ranks (error bar: the spread "
+                   "over seeds), beside the work alone (error bar to the noisiest rank).", figure)]
+
+
+@styled
+def bsp_iterations(bundles: list[Bundle]) -> list[Figure]:
+    drawn = [b for b in bundles if b.has_table("iterations") and b.summaries.get("bsp")]
+    if not drawn:
+        return []
+    names = bundle_names(drawn)
+    figure, axes = new_figure(len(drawn), row_height=2.8)
+    for ax, bundle in zip(axes[:, 0], drawn, strict=False):
+        table = bundle.table("iterations")
+        ranks = sorted(bundle.summaries["ranks"], key=lambda r: -r["local_slowdown"])[:MAX_PANELS]
+        for r, color in zip(sorted(ranks, key=lambda r: r["rank"]), _cycle(), strict=False):
+            for part, style in (("alone", "--"), ("bsp", "-")):
+                mine = table.filter((table["rank"] == r["rank"]) & (table["part"] == part))
+                if mine.rows:
+                    _draw_cdf(ax, mine["iteration_ns"], color=color, ls=style, lw=1.1,
+                              label=f"rank {r['rank']} {'alone' if part == 'alone' else 'synchronized'}")
+        ax.axvline(bundle.summaries["bsp"][0]["noise_free_ns"], color="#444444", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        _duration_axis(ax, "x")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(0, 1.02)
+        ax.set_ylabel("fraction of iterations")
+        ax.set_title(plain(names[id(bundle)]) if len(drawn) > 1 else "", loc="left")
+        ax.legend(ncols=2)
+    axes[-1, 0].set_xlabel("iteration time")
+    return [Figure("bsp-iterations", "Iteration times per rank",
+                   "Cumulative distribution of each rank's iteration times: the work alone "
+                   "(dashed) and the work followed by the collective (solid); dotted: the "
+                   "noise-free iteration. The synchronized curves move right together: every "
+                   "rank waits for the slowest.", figure)]
+
+
 def _cycle() -> Iterator[str]:
     while True:
         yield from COLORS
@@ -616,6 +761,13 @@ FIGURES: dict[str, list[FigureBuilder]] = {
     "timerlat": [timerlat_histogram],
     "oslat": [oslat_histogram],
     "workloads": [run_time_cdfs, workload_bars],
+}
+
+# Figures of the bundle kinds with an overview of their own (terminal.OVERVIEWS),
+# drawn from every bundle of that kind in a report.
+KIND_FIGURES: dict[str, list[FigureBuilder]] = {
+    "fleet": [rank_noise_bars, fleet_detour_curves],
+    "bsp": [bsp_slowdowns, bsp_iterations],
     "prediction": [slowdown_curves],
 }
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from ..analysis.predict import Prediction, PredictOptions
+from ..bundle import Bundle
 from ..units import format_count, format_duration, format_rate
 
 MAX_SOURCE_LINES = 8
@@ -90,21 +91,28 @@ def _knee(procs: float | None) -> str:
     return f"{procs:,.0f}" if procs >= 100 else f"{procs:.3g}"
 
 
-def print_prediction(prediction: Prediction, console: Console) -> None:
-    from .terminal import print_diagnostics
-
+def prediction_blocks(prediction: Prediction) -> list[str | RichTable]:
     options = prediction.options
-    for line in (source_lines(prediction.sources)
-                 + model_lines(options, len(prediction.sources))):
-        console.print(line, highlight=False, markup=False)
+    blocks: list[str | RichTable] = [*source_lines(prediction.sources),
+                                     *model_lines(options, len(prediction.sources))]
     if not prediction.complete:
-        console.print(f"[INCOMPLETE] interrupted after {len(prediction.points)} of "
-                      f"{len(options.procs)} process counts", highlight=False, markup=False)
+        blocks.append(f"[INCOMPLETE] interrupted after {len(prediction.points)} of "
+                      f"{len(options.procs)} process counts")
     data = prediction.to_dict()
     if data["points"]:
-        console.print()
-        console.print(prediction_table(data["points"], options.seeds))
+        blocks.append(prediction_table(data["points"], options.seeds))
     if data["knees"]:
-        console.print()
-        console.print(knee_table(data["knees"], options.compute_ns))
+        blocks.append(knee_table(data["knees"], options.compute_ns))
+    return blocks
+
+
+def prediction_bundle_blocks(bundle: Bundle) -> list[str | RichTable]:
+    """What `show` prints for a prediction bundle (terminal.OVERVIEWS)."""
+    return prediction_blocks(Prediction.from_bundle(bundle))
+
+
+def print_prediction(prediction: Prediction, console: Console) -> None:
+    from .terminal import print_blocks, print_diagnostics
+
+    print_blocks(prediction_blocks(prediction), console)
     print_diagnostics(prediction.warnings, console)

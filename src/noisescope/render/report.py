@@ -22,10 +22,12 @@ from importlib import resources
 from pathlib import Path
 
 from .. import __version__
+from ..analysis.fleet import FleetBundle
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration
 from . import plots
-from .terminal import SUMMARY_TABLES, injection_lines
+from .bench import bench_lines
+from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
 
 
 @dataclass
@@ -39,8 +41,7 @@ class TableBlock:
 class Section:
     key: str
     title: str
-    paragraphs: list[str] = field(default_factory=list)
-    tables: list[TableBlock] = field(default_factory=list)
+    blocks: list[str | TableBlock] = field(default_factory=list)  # paragraphs and tables, in order
     figures: list[plots.Figure] = field(default_factory=list)
     items: list[tuple[str, str]] = field(default_factory=list)  # (text, hint) lists: warnings
 
@@ -78,7 +79,10 @@ def _fact_rows(bundle: Bundle) -> dict[str, str]:
         "started (UTC)": m.get("started_utc", ""),
         "complete": "yes" if m.get("complete") else "no (interrupted)",
         "command": " ".join(m.get("argv", [])),
-        "host": host.get("hostname", ""),
+        **({"imported": "; ".join(import_lines(m.get("source")))} if bundle.kind == "import" else {}),
+        "workload runs": "; ".join(bench_lines(bundle)),
+        "ranks": _ranks_fact(bundle),
+        "host": host.get("hostname", "") + (" (rank 0)" if host and "ranks" in p else ""),
         "kernel": (f"{host.get('kernel_release', '')} ({host.get('preemption') or '?'} preemption)"
                    if host else ""),
         "kernel command line": host.get("kernel_cmdline", ""),
@@ -95,11 +99,13 @@ def _fact_rows(bundle: Bundle) -> dict[str, str]:
         "measurement clock": (f"{clock['counter']} at {clock['ticks_per_second'] / 1e6:.3f} MHz "
                               f"({clock['frequency_source']})") if clock else "",
     }
-    if "cpus" in p:
-        mode = f"SCHED_FIFO {p['priority']}" if p.get("priority") else "SCHED_OTHER"
+    if p.get("cpus") is not None:
         rows["measured CPUs"] = format_cpu_list(p["cpus"])
-        rows["per probe"] = (f"{format_duration(p.get('duration_ns'))}, probes "
-                             f"{', '.join(p.get('probes', []))}, {mode}")
+    if p.get("probes") and p.get("duration_ns"):
+        priority = p.get("priority") if p.get("rt", True) else 0
+        mode = f"SCHED_FIFO {priority}" if priority else "SCHED_OTHER"
+        rows["per probe"] = (f"{format_duration(p['duration_ns'])}, probes "
+                             f"{', '.join(p['probes'])}, {mode}")
     if "threshold_ns" in p:
         rows["detour threshold"] = format_duration(p["threshold_ns"])
     injections = injection_lines(bundle)
@@ -108,34 +114,60 @@ def _fact_rows(bundle: Bundle) -> dict[str, str]:
     return {k: v for k, v in rows.items() if v}
 
 
+def _ranks_fact(bundle: Bundle) -> str:
+    """'4 ranks on 2 nodes, 3 measured' for fleet and bsp bundles."""
+    ranks = bundle.summaries.get("ranks") if bundle.kind in ("fleet", "bsp") else None
+    if not ranks:
+        return ""
+    nodes = {r["node"] for r in ranks if r.get("node")}
+    measured = sum(1 for r in ranks if r.get("status", "ok") == "ok")
+    return (f"{bundle.parameters.get('ranks', len(ranks))} ranks on {len(nodes)} "
+            f"node{'s' if len(nodes) != 1 else ''}, {measured} measured")
+
+
 def configuration_section(bundles: list[Bundle], names: list[str]) -> Section:
     facts = [_fact_rows(b) for b in bundles]
     keys = list(dict.fromkeys(k for f in facts for k in f))
     rows = [[key, *(f.get(key, "") for f in facts)] for key in keys]
     return Section("configuration", "Configuration and host",
-                   tables=[TableBlock("", ["", *names], rows)])
+                   [TableBlock("", ["", *names], rows)])
+
+
+def _finding_text(finding: dict) -> str:
+    return (f"{finding['state']}: {finding['message']}"
+            + (f" (advice: {finding['advice']})" if finding.get("advice") else ""))
+
+
+def _system_cell(bundle: Bundle, check: str) -> str:
+    """One bundle's finding for a check. Fleet and bsp bundles hold every rank's
+    findings: ranks with the same finding share it ('all 64 ranks', 'ranks 3 (n2)')."""
+    if bundle.kind == "import":
+        return ("not checked: imported results; noisescope did not see the machine they were "
+                "measured on")
+    found = [f for f in bundle.manifest.get("system", []) if f["check"] == check]
+    if all("rank" not in f for f in found):
+        return _finding_text(found[0]) if found else ""
+    ranks = {(f["rank"], f["node"]) for f in bundle.manifest["system"]}
+    same: dict[str, list[str]] = {}
+    for f in sorted(found, key=lambda f: f["rank"]):
+        same.setdefault(_finding_text(f), []).append(f"{f['rank']} ({f['node']})")
+    if len(same) == 1 and len(next(iter(same.values()))) == len(ranks):
+        return f"{next(iter(same))} [all {len(ranks)} ranks]"
+    return "; ".join(f"{text} [rank{'s' if len(where) > 1 else ''} {', '.join(where)}]"
+                     for text, where in same.items())
 
 
 def system_section(bundles: list[Bundle], names: list[str]) -> Section | None:
     checks = list(dict.fromkeys(f["check"] for b in bundles for f in b.manifest.get("system", [])))
+    if not checks and any(b.kind == "import" for b in bundles):
+        checks = ["(all)"]  # say why an import has none
     if not checks:
         return None
-    rows = []
-    for check in checks:
-        cells = []
-        for b in bundles:
-            found = [f for f in b.manifest.get("system", []) if f["check"] == check]
-            if not found:
-                cells.append("")
-                continue
-            f = found[0]
-            cells.append(f"{f['state']}: {f['message']}"
-                         + (f" (advice: {f['advice']})" if f.get("advice") else ""))
-        rows.append([check, *cells])
+    rows = [[check, *(_system_cell(b, check) for b in bundles)] for check in checks]
     return Section("system", "System check",
                    ["What on the measured machine adds noise when the bundle was taken "
-                    "(noisescope system show)."],
-                   tables=[TableBlock("", ["check", *names], rows)])
+                    "(noisescope system show); fleet and bsp bundles: on every rank's node.",
+                    TableBlock("", ["check", *names], rows)])
 
 
 def warnings_section(bundles: list[Bundle], names: list[str]) -> Section | None:
@@ -144,37 +176,91 @@ def warnings_section(bundles: list[Bundle], names: list[str]) -> Section | None:
     return Section("warnings", "Warnings", items=items) if items else None
 
 
-def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
-    kinds = list(dict.fromkeys([*SUMMARY_TABLES, *plots.FIGURES,
-                                *(k for b in bundles for k in b.summaries)]))
+OVERVIEW_TITLES = {"fleet": "Fleet: the ranks side by side",
+                   "bsp": "Measured against predicted slowdown",
+                   "prediction": "Predicted slowdown at scale"}
+# Kinds whose overview shows every summary they hold: no per-summary sections for them.
+# A fleet's per-CPU summaries do get them (rank and node columns, figures from its ranks).
+WHOLLY_IN_OVERVIEW = {"bsp", "prediction"}
+MAX_RANK_TABLES = plots.MAX_PANELS  # a fleet's tables per rank (spectrum, causes): the noisiest
+
+
+def overview_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
+    """One section per bundle kind listed in terminal.OVERVIEWS: the lines and tables
+    `show` prints for it, and the kind's figures (plots.KIND_FIGURES)."""
     sections = []
-    for kind in kinds:
-        having = [(b, n) for b, n in zip(bundles, names, strict=True) if b.summaries.get(kind)]
-        if not having:
-            continue
-        drawn = [(render(b.summaries[kind]), n) for b, n in having
-                 for render in SUMMARY_TABLES.get(kind, [])]
-        tables = [rich_to_block(table, f"{n}: " if len(bundles) > 1 else "")
-                  for table, n in drawn if table is not None]
-        figures = [f for draw in plots.FIGURES.get(kind, []) for f in draw([b for b, _ in having])]
-        if not tables and not figures:
-            continue
-        title = tables[0].title.split(": ", 1)[-1] if tables else figures[0].title
-        sections.append(Section(kind, title, tables=tables, figures=figures))
+    several = len(bundles) > 1
+    for kind in dict.fromkeys(b.kind for b in bundles if b.kind in OVERVIEWS):
+        having = [(b, n) for b, n in zip(bundles, names, strict=True) if b.kind == kind]
+        blocks: list[str | TableBlock] = []
+        for bundle, name in having:
+            prefix = f"{name}: " if several else ""
+            for block in overview_blocks(bundle) or []:
+                blocks.append(prefix + block if isinstance(block, str)
+                              else rich_to_block(block, prefix))
+            if isinstance(bundle, FleetBundle) and bundle.absent:
+                blocks.append(f"{prefix}{len(bundle.absent)} ranks' own bundles are not here (no "
+                              "shared file system?): their figures are missing from this report")
+        figures = [f for draw in plots.KIND_FIGURES.get(kind, [])
+                   for f in draw([b for b, _ in having])]
+        sections.append(Section(kind, OVERVIEW_TITLES[kind], blocks, figures))
     return sections
 
 
+def _members(bundle: Bundle) -> list[Bundle]:
+    """What a bundle's figures are drawn from: a fleet's rank bundles, else itself."""
+    return bundle.nodes if isinstance(bundle, FleetBundle) else [bundle]
+
+
+def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
+    """One section per summary kind. A fleet's own per-CPU summaries make tables with
+    its ranks as rows; its ranks' bundles make the figures (all ranks on one figure)
+    and the tables of the kinds the fleet does not gather (spectrum, causes)."""
+    shown = [(b, n) for b, n in zip(bundles, names, strict=True)
+             if b.kind not in WHOLLY_IN_OVERVIEW]
+    several = len(bundles) > 1
+    node_names = plots.bundle_names([m for b, _ in shown if isinstance(b, FleetBundle)
+                                     for m in b.nodes])
+    kinds = dict.fromkeys([*SUMMARY_TABLES, *plots.FIGURES,
+                           *(k for b, _ in shown for m in [b, *_members(b)] for k in m.summaries)])
+    sections = []
+    for kind in kinds:
+        sources: list[tuple[list[dict], str]] = []  # (summary rows, table title prefix)
+        drawn: list[Bundle] = []
+        for bundle, name in shown:
+            prefix = f"{name}: " if several else ""
+            if bundle.summaries.get(kind):
+                sources.append((bundle.summaries[kind], prefix))
+            elif isinstance(bundle, FleetBundle):  # per rank, the noisiest ones of a large fleet
+                sources += [(m.summaries[kind], f"{prefix}{node_names[id(m)]}: ")
+                            for m in bundle.noisiest_nodes(MAX_RANK_TABLES) if m.summaries.get(kind)]
+            drawn += [m for m in _members(bundle) if m.summaries.get(kind)]
+        made = [(render(rows), prefix) for rows, prefix in sources
+                for render in SUMMARY_TABLES.get(kind, [])]
+        tables = [rich_to_block(table, prefix) for table, prefix in made if table is not None]
+        figures = [f for draw in plots.FIGURES.get(kind, []) for f in draw(drawn)] if drawn else []
+        if not tables and not figures:
+            continue
+        title = next((t.title for t, _ in made if t is not None), None) or figures[0].title
+        sections.append(Section(kind, title, list(tables), figures))
+    return sections
+
+
+NOISE_PROBES = ("detour", "ftq", "fwq")
+
+
 def comparison_section(bundles: list[Bundle], names: list[str]) -> Section | None:
-    if len(bundles) < 2:
+    """The noise of two or more bundles side by side (bench runs are compared in their
+    own section: run-time CDFs and bars per configuration)."""
+    compared = [(b, n) for b, n in zip(bundles, names, strict=True)
+                if any(b.summaries.get(p) for p in NOISE_PROBES)]
+    if len(compared) < 2:
         return None
-    figures = [f for draw in plots.COMPARISONS for f in draw(bundles)]
-    probes = ("detour", "ftq", "fwq")
-    if not any(b.summaries.get(p) for b in bundles for p in probes):
-        return Section("comparison", "Comparison", figures=figures) if figures else None
+    figures = [f for draw in plots.COMPARISONS for f in draw([b for b, _ in compared])]
     rows = []
-    for b, name in zip(bundles, names, strict=True):
+    for b, name in compared:
         row = [name]
-        for probe in probes:
+        for probe in NOISE_PROBES:
             values = [s["noise_pct"] for s in b.summaries.get(probe, [])
                       if s.get("noise_pct") is not None]
             row.append(f"{sum(values) / len(values):.3f}" if values else "-")
@@ -186,20 +272,53 @@ def comparison_section(bundles: list[Bundle], names: list[str]) -> Section | Non
     table = TableBlock("Mean over the measured CPUs", ["bundle", "detour noise %", "FTQ noise %",
                                                        "FWQ noise %", "detours/s", "longest detour"],
                        rows)
-    return Section("comparison", "Comparison", tables=[table], figures=figures)
+    return Section("comparison", "Comparison", [table], figures)
+
+
+def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
+    """Per fleet whose ranks ran on two nodes or more: every node against the others
+    (`noisescope compare FLEET --by-node`: each node a configuration, its CPUs the units)."""
+    from ..analysis.compare import compare
+    from ..errors import UsageError
+    from .compare import change_table, method_lines, stats_table
+
+    sections = []
+    several = len(bundles) > 1
+    for bundle, name in zip(bundles, names, strict=True):
+        if bundle.kind != "fleet":
+            continue
+        if len({r["node"] for r in bundle.summaries["ranks"] if r["status"] == "ok"}) < 2:
+            continue
+        try:
+            comparison = compare([bundle], by_node=True)
+        except UsageError:  # no per-CPU figures to compare
+            continue
+        blocks: list[str | TableBlock] = list(method_lines(comparison))
+        for workload in comparison.workloads:
+            blocks += [rich_to_block(t) for t in (stats_table(comparison, workload),
+                                                   change_table(comparison, workload))
+                       if t is not None]
+        blocks += [f"warning: {w.message}" for w in comparison.warnings]
+        sections.append(Section(f"nodes-{len(sections)}", "Node against node"
+                                + (f": {name}" if several else ""), blocks))
+    return sections
 
 
 SectionBuilder = Callable[[list[Bundle], list[str]], "Section | list[Section] | None"]
 SECTIONS: list[SectionBuilder] = [configuration_section, system_section, warnings_section,
-                                  summary_sections, comparison_section]
+                                  overview_sections, summary_sections, comparison_section,
+                                  node_comparison_sections]
 
 
 def prepare(bundle: Bundle) -> Bundle:
-    """Add what older bundles lack and the report needs (the spectra of a scan)."""
+    """Add what older bundles lack and the report needs (the spectra of a scan); a
+    fleet reaches its ranks' own bundles."""
     from ..analysis.spectrum import add_spectra
 
     if bundle.kind == "scan" and "spectrum" not in bundle.summaries:
         add_spectra(bundle)
+    if bundle.kind == "fleet":
+        return FleetBundle.of(bundle)
     return bundle
 
 
@@ -258,17 +377,19 @@ def render_markdown(report: Report, figure_dir: str) -> str:
     lines = [f"# {md_escape(report.title)}", ""]
     for section in report.sections:
         lines += [f"## {md_escape(section.title)}", ""]
-        lines += [md_escape(p) + "\n" for p in section.paragraphs]
         for text, hint in section.items:
             lines.append(f"- {md_escape(text)}  \n  _{md_escape(hint)}_")
         if section.items:
             lines.append("")
-        for table in section.tables:
-            if table.title:
-                lines += [f"**{md_escape(table.title)}**", ""]
-            lines.append("| " + " | ".join(md_escape(h) for h in table.headers) + " |")
-            lines.append("|" + "---|" * len(table.headers))
-            lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in table.rows]
+        for block in section.blocks:
+            if isinstance(block, str):
+                lines += [md_escape(block) + "\n"]
+                continue
+            if block.title:
+                lines += [f"**{md_escape(block.title)}**", ""]
+            lines.append("| " + " | ".join(md_escape(h) for h in block.headers) + " |")
+            lines.append("|" + "---|" * len(block.headers))
+            lines += ["| " + " | ".join(md_escape(c) for c in row) + " |" for row in block.rows]
             lines.append("")
         for f in section.figures:
             lines += [f"![{md_escape(f.title)}]({figure_dir}/{files[id(f)]})", "",

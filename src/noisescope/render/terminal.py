@@ -81,14 +81,28 @@ def _cpu(s: dict) -> str:
     return str(s["cpu"]) if s.get("cpu") is not None else f"T{s.get('thread', '?')}"
 
 
+def _place_columns(t: RichTable, rows: list[dict]) -> None:
+    """The CPU column; before it rank and node when the rows are a fleet's (every
+    rank's CPUs in one table, nodes as rows)."""
+    if any("rank" in s for s in rows):
+        t.add_column("rank", justify="right")
+        t.add_column("node", justify="left")
+    t.add_column("CPU", justify="right")
+
+
+def _place(s: dict) -> list[str]:
+    return [str(s["rank"]), s.get("node") or "?", _cpu(s)] if "rank" in s else [_cpu(s)]
+
+
 def detour_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="Detours (CPU taken away for >= threshold)", title_justify="left")
-    for name in ("CPU", "noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop cyc", "loop ns"):
+    _place_columns(t, rows)
+    for name in ("noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop cyc", "loop ns"):
         t.add_column(name, justify="right")
     for s in rows:
         approx = "~" if s.get("percentiles_from") == "histogram" else ""
         t.add_row(
-            str(s["cpu"]), _pct(s["noise_pct"]), _num(s["detours_per_s"], 1),
+            *_place(s), _pct(s["noise_pct"]), _num(s["detours_per_s"], 1),
             approx + _ns(s["p50_ns"]), approx + _ns(s["p99_ns"]), approx + _ns(s["p999_ns"]),
             _ns(s["max_ns"]), _num(s.get("resolution_cycles")), _num(s.get("resolution_ns"), 1),
         )
@@ -100,30 +114,33 @@ def hourglass_table(rows: list[dict]) -> RichTable | None:
     if not rows:
         return None
     t = RichTable(title="Hourglass (gaps between TSC reads)", title_justify="left")
-    for name in ("CPU", "reads", "avg gap cyc", "max gap cyc", "gaps > 1000 cyc"):
+    _place_columns(t, rows)
+    for name in ("reads", "avg gap cyc", "max gap cyc", "gaps > 1000 cyc"):
         t.add_column(name, justify="right")
     for s in rows:
-        t.add_row(str(s["cpu"]), _num(s["iterations"]), _num(s["mean_loop_cycles"], 1),
+        t.add_row(*_place(s), _num(s["iterations"]), _num(s["mean_loop_cycles"], 1),
                   _num(s["max_gap_cycles"]), _num(s["gaps_over_1000_cycles"]))
     return t
 
 
 def ftq_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="FTQ (work units per quantum)", title_justify="left")
-    for name in ("CPU", "quanta", "min", "mean", "max", "missed", "noise %"):
+    _place_columns(t, rows)
+    for name in ("quanta", "min", "mean", "max", "missed", "noise %"):
         t.add_column(name, justify="right")
     for s in rows:
-        t.add_row(str(s["cpu"]), _num(s["quanta"]), _num(s["work_min"]), _num(s["work_mean"], 1),
+        t.add_row(*_place(s), _num(s["quanta"]), _num(s["work_min"]), _num(s["work_mean"], 1),
                   _num(s["work_max"]), _num(s["missed_quanta"]), _pct(s["noise_pct"]))
     return t
 
 
 def fwq_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="FWQ (time per fixed work)", title_justify="left")
-    for name in ("CPU", "samples", "min", "mean", "max", "noise %"):
+    _place_columns(t, rows)
+    for name in ("samples", "min", "mean", "max", "noise %"):
         t.add_column(name, justify="right")
     for s in rows:
-        t.add_row(str(s["cpu"]), _num(s["samples"]), _ns(s["duration_min_ns"]),
+        t.add_row(*_place(s), _num(s["samples"]), _ns(s["duration_min_ns"]),
                   _ns(s["duration_mean_ns"]), _ns(s["duration_max_ns"]), _pct(s["noise_pct"]))
     return t
 
@@ -148,12 +165,13 @@ def spectrum_table(rows: list[dict]) -> RichTable:
 
 def timerlat_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="Timer latency (wakeup - deadline)", title_justify="left")
-    for name in ("CPU", "interval", "samples", "missed", "min", "avg", "max", "p50", "p99",
+    _place_columns(t, rows)
+    for name in ("interval", "samples", "missed", "min", "avg", "max", "p50", "p99",
                  "p99.9", "> hist"):
         t.add_column(name, justify="right")
     for s in rows:
         approx = "~" if s.get("percentiles_from") == "histogram" else ""
-        t.add_row(_cpu(s), _ns(s["interval_ns"]), _num(s["samples"]), _num(s["missed"]),
+        t.add_row(*_place(s), _ns(s["interval_ns"]), _num(s["samples"]), _num(s["missed"]),
                   _ns(s["min_ns"]), _ns(s["avg_ns"]), _ns(s["max_ns"]),
                   *(approx + _ns(s[k]) if s[k] is not None else "-"
                     for k in ("p50_ns", "p99_ns", "p999_ns")),
@@ -202,26 +220,55 @@ def injection_lines(bundle: Bundle) -> list[str]:
     return lines
 
 
-def print_bundle(bundle: Bundle, console: Console) -> None:
-    if bundle.kind == "prediction":
-        from ..analysis.predict import Prediction
-        from .prediction import print_prediction
+# Bundle kinds that are not made of per-CPU summaries: what `show` prints for them
+# (lines and tables; the report shows the same as the kind's overview section).
+# module, function(bundle) -> blocks; imported when used.
+OVERVIEWS: dict[str, tuple[str, str]] = {
+    "fleet": (".fleet", "fleet_blocks"),
+    "bsp": (".bsp", "bsp_blocks"),
+    "prediction": (".prediction", "prediction_bundle_blocks"),
+}
+Block = str | RichTable
 
-        print_prediction(Prediction.from_bundle(bundle), console)
-        return
-    if bundle.kind in ("fleet", "bsp"):
-        from .fleet import print_fleet_bundle
 
-        print_fleet_bundle(bundle, console)
-        return
-    for line in header_lines(bundle) + injection_lines(bundle) + bench_lines(bundle):
-        console.print(line, highlight=False, markup=False)
+def overview_blocks(bundle: Bundle) -> list[Block] | None:
+    """The lines and tables of a bundle kind listed in OVERVIEWS (None for other kinds)."""
+    import importlib
+
+    if bundle.kind not in OVERVIEWS:
+        return None
+    module, function = OVERVIEWS[bundle.kind]
+    return getattr(importlib.import_module(module, __package__), function)(bundle)
+
+
+def summary_blocks(bundle: Bundle) -> list[Block]:
+    """Header lines, then the tables of every summary kind in SUMMARY_TABLES."""
+    blocks: list[Block] = [*header_lines(bundle), *injection_lines(bundle), *bench_lines(bundle)]
     for probe, rows in bundle.summaries.items():
         for render in SUMMARY_TABLES.get(probe, []) if rows else []:
             table = render(rows)
             if table is not None:
+                blocks.append(table)
+    return blocks
+
+
+def print_blocks(blocks: list[Block], console: Console) -> None:
+    """Lines as they are; an empty line before each table and after it."""
+    after_table = False
+    for block in blocks:
+        if isinstance(block, str):
+            if after_table:
                 console.print()
-                console.print(table)
+            console.print(block, highlight=False, markup=False)
+        else:
+            console.print()
+            console.print(block)
+        after_table = not isinstance(block, str)
+
+
+def print_bundle(bundle: Bundle, console: Console) -> None:
+    blocks = overview_blocks(bundle)
+    print_blocks(summary_blocks(bundle) if blocks is None else blocks, console)
     print_warnings(bundle, console)
 
 
@@ -261,7 +308,8 @@ def findings_table(findings: list[dict]) -> RichTable:
 
 def system_line(bundle: Bundle) -> str | None:
     """One line naming the system checks that gave advice when the bundle was measured."""
-    advised = [f["check"] for f in bundle.manifest.get("system", []) if f["state"] != "ok"]
+    advised = list(dict.fromkeys(f["check"] for f in bundle.manifest.get("system", [])
+                                 if f["state"] != "ok"))  # a fleet: once for all its ranks
     if not advised:
         return None
     return f"system: advice on {', '.join(advised)} (details: noisescope system show)"
