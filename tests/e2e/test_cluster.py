@@ -52,6 +52,7 @@ def test_scan_windows_are_aligned_and_the_fleet_bundle_is_complete(tmp_path):
                   "-o", str(out), "-q")
     assert done.returncode == 0, done.stderr
     assert "Noisiest ranks" in done.stdout and "How the nodes differ" in done.stdout
+    assert "Noisiest ranks" in (out / "report.html").read_text()  # rank 0 draws the report
     fleet = noisescope.load(out)
     validate(fleet.manifest)
     assert fleet.kind == "fleet" and fleet.complete
@@ -85,7 +86,7 @@ def test_scan_windows_are_aligned_and_the_fleet_bundle_is_complete(tmp_path):
 
 def test_noise_injected_on_one_rank_names_it_noisiest(tmp_path):
     out = tmp_path / "fleet"
-    done = mpirun("cluster", "scan", "--duration", "1s", "--probes", "detour", *RT,
+    done = mpirun("cluster", "scan", "--duration", "1s", "--probes", "detour", "--no-report", *RT,
                   "--inject", "1kHz:200us@cpu1", "-o", str(out), "-q")
     assert done.returncode == 0, done.stderr
     fleet = noisescope.load(out)
@@ -130,7 +131,8 @@ def test_bsp_measures_a_larger_slowdown_with_noise_on_one_rank(tmp_path):
 
 def test_a_rank_that_cannot_measure_is_listed_and_the_others_still_write(tmp_path):
     out = tmp_path / "fleet"
-    common = ["cluster", "scan", "--duration", "1s", "--probes", "detour", "-o", str(out), "-q"]
+    common = ["cluster", "scan", "--duration", "1s", "--probes", "detour", "--no-report", "-o",
+              str(out), "-q"]
     # rank 1 is asked for a CPU its node lacks: a real failure on that rank only
     done = subprocess.run([*MPIRUN, "-n", "1", *RANK, *common, ":", "-n", "1", *RANK, *common,
                            "--cpus", "999"], capture_output=True, text=True, timeout=180)
@@ -159,7 +161,7 @@ def _rank_process(rank: int, marker: str) -> int | None:
 
 def test_a_rank_that_hangs_is_listed_missing_and_the_job_ends(tmp_path):
     out = tmp_path / "fleet-hang"
-    proc = subprocess.Popen([*MPIRUN, "-n", "2", *RANK, "cluster", "scan", "--duration", "2s",
+    proc = subprocess.Popen([*MPIRUN, "-n", "2", *RANK, "cluster", "scan", "--no-report", "--duration", "2s",
                              "--probes", "detour", "--timeout", "2s", "-o", str(out), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -196,7 +198,7 @@ def run_cli(*args, env=None):
 
 
 def test_outside_mpi_scan_falls_back_to_this_node_and_bsp_refuses(tmp_path):
-    done = run_cli("cluster", "scan", "--duration", "1s", "--probes", "detour", "--cpus", "0",
+    done = run_cli("cluster", "scan", "--duration", "1s", "--probes", "detour", "--cpus", "0", "--no-report",
                    "-o", str(tmp_path / "one"))
     assert done.returncode == 0, done.stderr
     assert "scanning this node only" in done.stderr
@@ -226,7 +228,7 @@ def test_help_ends_with_examples():
 
 def test_fleet_manifest_is_json_with_documented_sections(tmp_path):
     out = tmp_path / "fleet"
-    assert mpirun("cluster", "scan", "--duration", "1s", "--probes", "ftq", "-o", str(out),
+    assert mpirun("cluster", "scan", "--duration", "1s", "--probes", "ftq", "--no-report", "-o", str(out),
                   "-q").returncode == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert {"ranks", "ftq", "alignment", "differences"} <= set(manifest["summaries"])

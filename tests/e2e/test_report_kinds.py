@@ -90,7 +90,7 @@ def _prediction(out: Path, cpu: int) -> None:
 
 
 def _fleet(out: Path, cpu: int) -> None:
-    cli("cluster", "scan", "--probes", "detour", *SHORT, "-o", str(out), mpi=True)
+    cli("cluster", "scan", "--probes", "detour", "--no-report", *SHORT, "-o", str(out), mpi=True)
 
 
 def _bsp(out: Path, cpu: int) -> None:

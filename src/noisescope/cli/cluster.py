@@ -7,7 +7,7 @@ import click
 from ..errors import UsageError
 from ..units import parse_cpu_list, parse_positive_duration
 from .common import EXIT_INTERRUPTED, EXIT_USAGE, Progress, plain_stdout, report, stderr
-from .scan import measurement_options, scan_options
+from .scan import measurement_options, scan_options, write_report_beside
 
 SCAN_EXAMPLES = """
 \b
@@ -33,7 +33,9 @@ def cluster_group():
 @click.option("-o", "--output", required=True,
               help="fleet directory to write (must not exist; on a shared file system)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def cluster_scan_command(inject_ranks, timeout, output, quiet, **measurement):
+@click.option("--report/--no-report", "write_report", default=True, show_default=True,
+              help="rank 0 writes report.html (ranks side by side) into OUTPUT")
+def cluster_scan_command(inject_ranks, timeout, output, quiet, write_report, **measurement):
     """Scan every rank's CPUs at the same moments and gather a fleet bundle.
 
     Every rank writes its own bundle under OUTPUT/nodes/; rank 0 writes the
@@ -53,11 +55,17 @@ def cluster_scan_command(inject_ranks, timeout, output, quiet, **measurement):
     if world.size == 1:
         stderr.print("note: one process (not started by mpirun or srun): scanning this node "
                      "only", highlight=False)
-        return report(scan(options, progress=progress, destination=output))
+        bundle = scan(options, progress=progress, destination=output)
+        status = report(bundle)
+        if write_report:
+            write_report_beside(bundle.path, quiet)
+        return status
     plain_stdout()
     run = cluster_scan(options, output, timeout_ns=timeout_ns, inject_ranks=ranks,
                        progress=progress, world=world, on_fleet=report)
     if run.fleet is not None:
+        if write_report:
+            write_report_beside(run.fleet.path, quiet)
         return 0 if run.fleet.complete else EXIT_INTERRUPTED
     if run.failure:
         stderr.print(f"noisescope: rank {run.rank}: {run.failure}", highlight=False,
