@@ -118,7 +118,7 @@ class Bundle:
     def has_table(self, name: str) -> bool:
         return name in self.table_names
 
-    def add_table(self, name: str, table: Table) -> None:
+    def add_table(self, name: str, table: Table | StoredTable) -> None:
         """Add (or replace) a table before the bundle is written."""
         self._tables[name] = table
 
@@ -141,7 +141,7 @@ class Bundle:
         destination = Path(path)
         check_destination(destination)
         partial = destination.parent / f".{destination.name}.partial-{os.getpid()}"
-        with _signals_held():
+        with signals_held():
             partial.mkdir()
             try:
                 self._write_files(partial)
@@ -162,7 +162,7 @@ class Bundle:
             raise UsageError(f"{destination} already holds a bundle",
                              "choose another -o or remove it")
         partial = destination / f".partial-{os.getpid()}"
-        with _signals_held():
+        with signals_held():
             partial.mkdir()
             try:
                 self._write_files(partial)
@@ -224,7 +224,7 @@ def _read_table(path: Path) -> Table:
 
 
 @contextmanager
-def _signals_held() -> Iterator[None]:
+def signals_held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM while the bundle is written (main thread only);
     a pending one is delivered once the bundle is complete on disk."""
     if threading.current_thread() is not threading.main_thread():

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .analysis.spectrum import add_spectra
-from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
+from .bundle import SCHEMA_VERSION, Bundle, signals_held, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError
@@ -293,11 +293,15 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
                           kind=kind, tracing=tracing)
     bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
     add_spectra(bundle)
-    release_free_memory()  # the spectra's temporaries, before pyarrow writes the bundle
     if amend is not None:
         amend(bundle)
     if destination is not None:
-        bundle.write(destination)
+        release_free_memory()  # the analysis' temporaries, before pyarrow is loaded to write
+        with signals_held():  # the trace's tables are written with the bundle, whole or not at all
+            if tracing.spooling:
+                for name, table in tracing.spool_events().items():
+                    bundle.add_table(name, table)
+            bundle.write(destination)
     return bundle
 
 
@@ -311,7 +315,10 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         diagnostics.extend(result.diagnostics)
         for name, table in result.tables.items():
             tables.setdefault(name, []).append(table)
-    merged = {name: Table.concat(parts) for name, parts in tables.items()}
+    # A table that only one probe produced is taken as it is: a copy would hold
+    # the probe's data twice while the bundle is analysed and written.
+    merged = {name: parts[0] if len(parts) == 1 else Table.concat(parts)
+              for name, parts in tables.items()}
     summaries = {r.probe: r.summaries for r in results}
     trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
     diagnostics.extend(tracing.diagnostics if tracing else [])

@@ -81,6 +81,14 @@ class Table(Mapping[str, np.ndarray]):
         return pd.DataFrame(self._columns)
 
 
+def repeated(value: object, count: int) -> np.ndarray:
+    """An object column holding `value` in every row: one shared object
+    (np.full would make a separate copy of a string for every row)."""
+    column = np.empty(count, dtype=object)
+    column[:] = value
+    return column
+
+
 @dataclass(frozen=True)
 class StoredTable:
     """A table already written to a Parquet file (too big to hold in memory,

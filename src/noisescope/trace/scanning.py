@@ -3,10 +3,14 @@ recording per probe run, an untraced reference run to measure tracing's own
 cost, and the attribution of the detours at the end.
 
 Between probes the buffers are only copied to files in a work directory;
-they are decoded once the measuring is over. When the scan writes a bundle,
-the decoded events go to Parquet files in the work directory (beside the
-bundle: `.NAME.trace-PID/`) instead of memory, and the bundle copies them
-in; without a destination they are kept in memory."""
+they are decoded once the measuring is over. Without a destination the
+decoded events are kept in memory (they are bundle tables). When the scan
+writes a bundle, they never are: the detours are explained from the
+copies of the buffers, decoded again batch by batch (`RecordedEvents`), and
+once every result is ready `spool_events` decodes them a last time into
+Parquet files in the work directory (beside the bundle:
+`.NAME.trace-PID/`), which the bundle copies in. pyarrow, which alone
+takes about 40 MB, is then loaded only to write."""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import numpy as np
 
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
-from ..tables import Table
+from ..tables import StoredTable, Table, repeated
 from .attribute import attribute
 from .events import TraceEvents
 from .explain import attribution_summary
@@ -34,6 +38,10 @@ from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
 from .wakeups import explain_late_wakeups
 
 DEFAULT_COST_REFERENCE_NS = 2_000_000_000
+
+
+def _drop(batch: TraceEvents) -> None:
+    """A sink that keeps nothing (the events are read again later)."""
 
 
 def release_free_memory() -> None:
@@ -125,32 +133,43 @@ class ScanTracing:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- results -------------------------------------------------------------------
-    def _decode(self) -> tuple[EventSource, dict[str, Table]]:
-        """Decode every recording: where the events are now, and the bundle
-        tables holding them."""
-        assert self.session is not None and self.workdir is not None
-        spool = EventSpool(self.workdir) if self.spooling else None
+    def _decode(self) -> EventSource:
+        """Decode every recording (the captures: counts, coverage, event
+        names); returns where to read the events again by CPU and time."""
+        assert self.session is not None
         for probe, recording in self.recordings:
+            # The raw pages of a scan that writes a bundle are read again
+            # later; text (the fallback reader) is parsed whole, so it is kept.
+            keep = not self.spooling or recording.text is not None
             try:
-                self.captures.append((probe, self.session.decode(
-                    recording, spool.append if spool else None)))
+                self.captures.append((probe, self.session.decode(recording, None if keep else _drop)))
             except KeyboardInterrupt:
                 self.interrupted_collection = True
                 break
-            for path in [*recording.pages.values(), recording.text]:
-                if path is not None:
-                    path.unlink()  # decoded: the copy of the buffer is no longer needed
             release_free_memory()
-        if spool is not None:
-            return spool.finish(), spool.stored_tables()
-        trace = TraceEvents.concat(c.events for _, c in self.captures if c.events is not None)
-        return trace, {"events": trace.events, "sched_switch": trace.switches}
+        captures = [c for _, c in self.captures]
+        if self.spooling and self.session.layout is not None:
+            return self.session.recorded_events(captures)
+        return TraceEvents.concat(c.events for c in captures if c.events is not None)
+
+    def spool_events(self) -> dict[str, StoredTable]:
+        """The decoded recordings as the bundle's `events` and `sched_switch`
+        tables, in Parquet files in the work directory (when spooling). The
+        last step before the bundle is written: it loads pyarrow."""
+        assert self.session is not None and self.workdir is not None and self.spooling
+        spool = EventSpool(self.workdir)
+        for (_, capture), (_, recording) in zip(self.captures, self.recordings, strict=False):
+            capture.events = None  # text recordings: parsed again from their copy
+            self.session.decode(recording, spool.append)
+            release_free_memory()
+        spool.finish()
+        return spool.stored_tables()
 
     def coverage(self) -> Table:
         parts = []
         for probe, capture in self.captures:
             parts.append(Table({**capture.coverage,
-                                "probe": np.full(capture.coverage.rows, probe, dtype=object)}))
+                                "probe": repeated(probe, capture.coverage.rows)}))
         return Table.concat(parts)
 
     def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]]) -> dict:
@@ -158,9 +177,11 @@ class ScanTracing:
         their summaries; returns the manifest's `trace` section."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace, stored = self._decode()
+        trace = self._decode()
         coverage = self.coverage()
-        tables.update(stored)
+        if not self.spooling:  # the events in memory are the bundle's tables
+            assert isinstance(trace, TraceEvents)
+            tables["events"], tables["sched_switch"] = trace.events, trace.switches
         tables["trace_coverage"] = coverage
         detours = tables.get("detours")
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
