@@ -23,10 +23,12 @@ from .clock import MeasurementClock
 from .diagnostics import Diagnostic
 from .errors import UsageError
 from .host import HostFacts
-from .tables import StoredTable, Table
+from .memory import release_free_memory
+from .tables import ParkedTable, StoredTable, Table
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
 REQUIRED_KEYS = {"schema_version": int, "kind": str, "tool": dict, "complete": bool,
                  "parameters": dict, "summaries": dict, "warnings": list, "tables": dict}
 
@@ -111,7 +113,7 @@ class Bundle:
                                f"{', '.join(self.table_names) or 'none'})")
             self._tables[name] = _read_table(self.path / entry["file"])
         table = self._tables[name]
-        if isinstance(table, StoredTable):
+        if isinstance(table, (StoredTable, ParkedTable)):
             self._tables[name] = table = table.load()
         return table
 
@@ -136,22 +138,41 @@ class Bundle:
         return f"<Bundle {self.kind}{where}: {', '.join(self.table_names)}>"
 
     # -- writing ----------------------------------------------------------
-    def write(self, path: str | os.PathLike[str]) -> Path:
-        """Write atomically to `path` (which must not exist, or be an empty directory)."""
+    def write(self, path: str | os.PathLike[str], *, release_tables: bool = False) -> Path:
+        """Write atomically to `path` (which must not exist, or be an empty directory).
+
+        With `release_tables`, for a caller that keeps no other reference to
+        the tables in memory (a scan): they are moved out of memory into numpy
+        files first and written one at a time, so that pyarrow (about 40 MB)
+        and all of them are never in memory together; once written they are
+        read from the bundle on use."""
         destination = Path(path)
         check_destination(destination)
         partial = destination.parent / f".{destination.name}.partial-{os.getpid()}"
         with signals_held():
             partial.mkdir()
             try:
+                if release_tables:
+                    self._park(partial / PARKED)
                 self._write_files(partial)
                 os.rename(partial, destination)  # replaces an empty directory too
             except BaseException:
+                self._unpark()
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
         self.path = destination
-        self._tables = {n: t for n, t in self._tables.items() if not isinstance(t, StoredTable)}
+        self._tables = {n: t for n, t in self._tables.items() if isinstance(t, Table)}
         return destination
+
+    def _park(self, directory: Path) -> None:
+        for name in [n for n, t in self._tables.items() if isinstance(t, Table)]:
+            self._tables[name] = ParkedTable.park(self._tables[name], directory / name)
+        release_free_memory()
+
+    def _unpark(self) -> None:
+        for name, table in list(self._tables.items()):
+            if isinstance(table, ParkedTable):
+                self._tables[name] = table.load()
 
     def write_into(self, directory: str | os.PathLike[str]) -> Path:
         """Write into an existing directory that holds other things (a fleet bundle
@@ -179,10 +200,15 @@ class Bundle:
         for name, table in sorted(self._tables.items()):
             file = f"{name}.parquet"
             if isinstance(table, StoredTable):
-                shutil.copyfile(table.path, directory / file)  # the caller removes its file
+                shutil.copyfile(table.ready(), directory / file)  # the caller removes its file
+            elif isinstance(table, ParkedTable):
+                _write_table(table.load(), directory / file)
+                shutil.rmtree(table.directory)
             else:
                 _write_table(table, directory / file)
             entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
+        if (directory / PARKED).exists():
+            (directory / PARKED).rmdir()
         self.manifest["tables"] = entries
         with open(directory / MANIFEST, "w") as out:
             json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)

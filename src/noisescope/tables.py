@@ -6,8 +6,8 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -92,16 +92,67 @@ def repeated(value: object, count: int) -> np.ndarray:
 @dataclass(frozen=True)
 class StoredTable:
     """A table already written to a Parquet file (too big to hold in memory,
-    e.g. a long kernel trace); a bundle moves the file in when it is written."""
+    e.g. a long kernel trace); a bundle moves the file in when it is written.
+    With `write_file`, the file is written when it is first needed (a scan's
+    trace is decoded into Parquet only once the bundle's other tables are out
+    of memory)."""
 
     path: Path
     rows: int
     columns: list[str]
+    write_file: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    def ready(self) -> Path:
+        """The file, written first if it is not there yet."""
+        if self.write_file is not None and not self.path.exists():
+            self.write_file()
+        return self.path
 
     def load(self) -> Table:
         import pyarrow.parquet as pq
 
-        return Table.from_arrow(pq.read_table(self.path))
+        return Table.from_arrow(pq.read_table(self.ready()))
+
+
+@dataclass(frozen=True)
+class ParkedTable:
+    """A table moved out of memory into numpy files (needs no pyarrow), one
+    per column; an object column as the codes of its distinct values, which
+    load() shares again between rows."""
+
+    directory: Path
+    rows: int
+    columns: list[str]
+
+    @classmethod
+    def park(cls, table: Table, directory: Path) -> ParkedTable:
+        directory.mkdir(parents=True)
+        for index, name in enumerate(table.columns):
+            values = table[name]
+            if values.dtype == object:
+                values, distinct = dictionary_codes(values)
+                stored = np.empty(len(distinct), dtype=object)
+                for i, value in enumerate(distinct):
+                    stored[i] = value
+                np.save(directory / f"{index}.distinct.npy", stored, allow_pickle=True)
+            np.save(directory / f"{index}.npy", values)
+        return cls(directory, table.rows, table.columns)
+
+    def load(self) -> Table:
+        columns = {}
+        for index, name in enumerate(self.columns):
+            values = np.load(self.directory / f"{index}.npy")
+            distinct = self.directory / f"{index}.distinct.npy"
+            columns[name] = np.load(distinct, allow_pickle=True)[values] if distinct.exists() else values
+        return Table(columns)
+
+
+def dictionary_codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """An object column as int32 codes and its distinct values (in order of
+    first appearance)."""
+    ids: dict = {}
+    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
+    return codes, list(ids)
 
 
 def _arrow_column(values: np.ndarray):
@@ -112,9 +163,7 @@ def _arrow_column(values: np.ndarray):
 
     if values.dtype != object:
         return pa.array(values)
-    ids: dict = {}
-    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
-    distinct = list(ids)
+    codes, distinct = dictionary_codes(values)
     kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))
 

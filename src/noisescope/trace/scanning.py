@@ -14,8 +14,6 @@ takes about 40 MB, is then loaded only to write."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import shutil
 import tempfile
@@ -27,9 +25,10 @@ import numpy as np
 
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
+from ..memory import release_free_memory
 from ..tables import StoredTable, Table, repeated
 from .attribute import attribute
-from .events import TraceEvents
+from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
 from .store import EventSource, EventSpool
@@ -42,15 +41,6 @@ DEFAULT_COST_REFERENCE_NS = 2_000_000_000
 
 def _drop(batch: TraceEvents) -> None:
     """A sink that keeps nothing (the events are read again later)."""
-
-
-def release_free_memory() -> None:
-    """Hand freed heap memory back to the system (glibc keeps large freed
-    arrays in the heap otherwise, and the scan's peak memory grows)."""
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 @dataclass(frozen=True)
@@ -152,18 +142,27 @@ class ScanTracing:
             return self.session.recorded_events(captures)
         return TraceEvents.concat(c.events for c in captures if c.events is not None)
 
-    def spool_events(self) -> dict[str, StoredTable]:
-        """The decoded recordings as the bundle's `events` and `sched_switch`
-        tables, in Parquet files in the work directory (when spooling). The
-        last step before the bundle is written: it loads pyarrow."""
-        assert self.session is not None and self.workdir is not None and self.spooling
+    def _stored_events(self) -> dict[str, StoredTable]:
+        """The bundle's `events` and `sched_switch` tables when spooling:
+        Parquet files in the work directory, written when the bundle first
+        needs them (after its tables in memory are parked: pyarrow is then
+        loaded) by decoding the recordings once more."""
+        assert self.workdir is not None
         spool = EventSpool(self.workdir)
-        for (_, capture), (_, recording) in zip(self.captures, self.recordings, strict=False):
-            capture.events = None  # text recordings: parsed again from their copy
-            self.session.decode(recording, spool.append)
-            release_free_memory()
-        spool.finish()
-        return spool.stored_tables()
+
+        def write_files() -> None:  # both files, once: the bundle asks for the first one
+            assert self.session is not None
+            for _, recording in self.recordings[:len(self.captures)]:
+                self.session.decode(recording, spool.append)
+                release_free_memory()
+            spool.finish()
+
+        return {"events": StoredTable(spool.source.events_path,
+                                      sum(c.event_count for _, c in self.captures),
+                                      list(EVENT_COLUMNS), write_files),
+                "sched_switch": StoredTable(spool.source.switches_path,
+                                            sum(c.switch_count for _, c in self.captures),
+                                            list(SWITCH_COLUMNS), write_files)}
 
     def coverage(self) -> Table:
         parts = []
@@ -179,7 +178,9 @@ class ScanTracing:
             return {"enabled": False, "reason": self.reason}
         trace = self._decode()
         coverage = self.coverage()
-        if not self.spooling:  # the events in memory are the bundle's tables
+        if self.spooling:
+            tables.update(self._stored_events())
+        else:  # the events in memory are the bundle's tables
             assert isinstance(trace, TraceEvents)
             tables["events"], tables["sched_switch"] = trace.events, trace.switches
         tables["trace_coverage"] = coverage
@@ -213,6 +214,9 @@ class ScanTracing:
             self.diagnostics.append(Diagnostic(
                 Code.INTERRUPTED, "interrupted while reading the trace; events of the last "
                                   "recordings are missing"))
+        if self.spooling:
+            for _, capture in self.captures:
+                capture.events = None  # the text reader's: parsed again when they are spooled
         return self._section(summaries)
 
     def _section(self, summaries: dict) -> dict:
