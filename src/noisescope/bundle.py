@@ -202,8 +202,9 @@ class Bundle:
             if isinstance(table, StoredTable):
                 shutil.copyfile(table.ready(), directory / file)  # the caller removes its file
             elif isinstance(table, ParkedTable):
-                _write_table(table.load(), directory / file)
+                _write_table(table, directory / file)
                 shutil.rmtree(table.directory)
+                release_free_memory()  # what writing it took, before the next one
             else:
                 _write_table(table, directory / file)
             entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
@@ -227,7 +228,7 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in a manifest")
 
 
-def _write_table(table: Table, path: Path) -> None:
+def _write_table(table: Table | ParkedTable, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -139,12 +139,22 @@ class ParkedTable:
         return cls(directory, table.rows, table.columns)
 
     def load(self) -> Table:
-        columns = {}
+        return Table({name: distinct[values] if distinct is not None else values
+                      for name, values, distinct in self._columns()})
+
+    def to_arrow(self):
+        """As Table.to_arrow() gives it, straight from the stored codes."""
+        import pyarrow as pa
+
+        return pa.table({name: dictionary_array(values, list(distinct)) if distinct is not None
+                         else pa.array(values) for name, values, distinct in self._columns()})
+
+    def _columns(self) -> Iterator[tuple[str, np.ndarray, np.ndarray | None]]:
+        """Each column: its name, values (codes for objects), distinct objects or None."""
         for index, name in enumerate(self.columns):
-            values = np.load(self.directory / f"{index}.npy")
             distinct = self.directory / f"{index}.distinct.npy"
-            columns[name] = np.load(distinct, allow_pickle=True)[values] if distinct.exists() else values
-        return Table(columns)
+            yield (name, np.load(self.directory / f"{index}.npy"),
+                   np.load(distinct, allow_pickle=True) if distinct.exists() else None)
 
 
 def dictionary_codes(values: np.ndarray) -> tuple[np.ndarray, list]:
@@ -163,7 +173,13 @@ def _arrow_column(values: np.ndarray):
 
     if values.dtype != object:
         return pa.array(values)
-    codes, distinct = dictionary_codes(values)
+    return dictionary_array(*dictionary_codes(values))
+
+
+def dictionary_array(codes: np.ndarray, distinct: list):
+    """An Arrow dictionary array (strings when they all are) from codes and values."""
+    import pyarrow as pa
+
     kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))
 

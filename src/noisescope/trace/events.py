@@ -384,24 +384,27 @@ class RawDecoder:
         data = np.frombuffer(records.data, np.uint8)
         ids = (_at_every_byte(data, "=u2")[records.offsets] if len(records.offsets)
                else np.zeros(0, np.uint16))
-        # The records are put in their final order first and each column is
-        # filled format by format: no table per format, and no sorted copy of
-        # their concatenation (a batch's memory three times over).
-        stamps = self.to_ns(records.timestamps)
-        order = np.lexsort((ids, stamps))
-        ids, offsets, stamps = ids[order], records.offsets[order], stamps[order]
         switch_ids = [i for i, fmt in self.by_id.items() if fmt.name == SCHED_SWITCH.name]
         is_switch = np.isin(ids, switch_ids)
         is_event = ~is_switch & np.isin(ids, [i for i in self.by_id if i not in switch_ids])
-        empty = TraceEvents.empty()
-        switches = (_raw_switches(cpu, data, offsets[is_switch], stamps[is_switch],
-                                  self.by_id[switch_ids[0]], self.intern)
-                    if is_switch.any() else empty.switches)
-        return TraceEvents(self._events(cpu, records.data, data, ids[is_event], offsets[is_event],
-                                        stamps[is_event]), switches)
+        events, switches = self._by_time(records, ids, is_event), self._by_time(records, ids, is_switch)
+        del records, ids  # only the pages (data) are needed from here on
+        return TraceEvents(self._events(cpu, pages, data, *events),
+                           _raw_switches(cpu, data, *switches[1:], self.by_id[switch_ids[0]], self.intern)
+                           if len(switches[0]) else TraceEvents.empty().switches)
+
+    def _by_time(self, records: RawRecords, ids: np.ndarray, chosen: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Format ids, offsets and times (ns) of the chosen records in time
+        order; at equal times by format id, then as recorded."""
+        ids, stamps = ids[chosen], self.to_ns(records.timestamps[chosen])
+        order = np.lexsort((ids, stamps))
+        return ids[order], records.offsets[chosen][order], stamps[order]
 
     def _events(self, cpu: int, raw: bytes, data: np.ndarray, ids: np.ndarray, offsets: np.ndarray,
                 stamps: np.ndarray) -> Table:
+        """The events table, each column filled format by format in its final
+        order (no table per format, and no sorted copy of their concatenation)."""
         count = len(ids)
         event, name = np.empty(count, dtype=object), np.empty(count, dtype=object)
         pid, number = np.zeros(count, np.int32), np.zeros(count, np.int64)
@@ -411,7 +414,7 @@ class RawDecoder:
             event[rows] = self.intern(fmt.name)
             number[rows], pid[rows], name[rows] = _raw_fields(raw, data, offsets[rows], fmt,
                                                               self.intern, self.symbols)
-        return _event_table(np.full(count, cpu), stamps, event, pid, number, name)
+        return _event_table(np.full(count, cpu, np.int32), stamps, event, pid, number, name)
 
 
 def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
