@@ -157,8 +157,10 @@ class Bundle:
                 self._write_files(partial)
                 os.rename(partial, destination)  # replaces an empty directory too
             except BaseException:
-                self._unpark()
-                shutil.rmtree(partial, ignore_errors=True)
+                try:
+                    self._unpark()
+                finally:
+                    shutil.rmtree(partial, ignore_errors=True)
                 raise
         self.path = destination
         self._tables = {n: t for n, t in self._tables.items() if isinstance(t, Table)}
@@ -203,13 +205,11 @@ class Bundle:
                 shutil.copyfile(table.ready(), directory / file)  # the caller removes its file
             elif isinstance(table, ParkedTable):
                 _write_table(table, directory / file)
-                shutil.rmtree(table.directory)
                 release_free_memory()  # what writing it took, before the next one
             else:
                 _write_table(table, directory / file)
             entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
-        if (directory / PARKED).exists():
-            (directory / PARKED).rmdir()
+        shutil.rmtree(directory / PARKED, ignore_errors=True)  # kept until now: a failure unparks
         self.manifest["tables"] = entries
         with open(directory / MANIFEST, "w") as out:
             json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
