@@ -44,14 +44,15 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
-    """A group whose commands (COMMANDS) are imported on first use."""
+    """A group whose commands (COMMANDS) are imported on first use; commands
+    added with add_command() work as in any group."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(set(COMMANDS) | set(self.commands))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
-            return None
+            return super().get_command(ctx, name)
         module, attribute = COMMANDS[name].split(":")
         return getattr(importlib.import_module(f".{module}", __package__), attribute)
 
