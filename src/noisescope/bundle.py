@@ -23,10 +23,12 @@ from .clock import MeasurementClock
 from .diagnostics import Diagnostic
 from .errors import UsageError
 from .host import HostFacts
-from .tables import StoredTable, Table
+from .memory import release_free_memory
+from .tables import ParkedTable, StoredTable, Table
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
 REQUIRED_KEYS = {"schema_version": int, "kind": str, "tool": dict, "complete": bool,
                  "parameters": dict, "summaries": dict, "warnings": list, "tables": dict}
 
@@ -111,14 +113,14 @@ class Bundle:
                                f"{', '.join(self.table_names) or 'none'})")
             self._tables[name] = _read_table(self.path / entry["file"])
         table = self._tables[name]
-        if isinstance(table, StoredTable):
+        if isinstance(table, (StoredTable, ParkedTable)):
             self._tables[name] = table = table.load()
         return table
 
     def has_table(self, name: str) -> bool:
         return name in self.table_names
 
-    def add_table(self, name: str, table: Table) -> None:
+    def add_table(self, name: str, table: Table | StoredTable) -> None:
         """Add (or replace) a table before the bundle is written."""
         self._tables[name] = table
 
@@ -136,22 +138,43 @@ class Bundle:
         return f"<Bundle {self.kind}{where}: {', '.join(self.table_names)}>"
 
     # -- writing ----------------------------------------------------------
-    def write(self, path: str | os.PathLike[str]) -> Path:
-        """Write atomically to `path` (which must not exist, or be an empty directory)."""
+    def write(self, path: str | os.PathLike[str], *, release_tables: bool = False) -> Path:
+        """Write atomically to `path` (which must not exist, or be an empty directory).
+
+        With `release_tables`, for a caller that keeps no other reference to
+        the tables in memory (a scan): they are moved out of memory into numpy
+        files first and written one at a time, so that pyarrow (about 40 MB)
+        and all of them are never in memory together; once written they are
+        read from the bundle on use."""
         destination = Path(path)
         check_destination(destination)
         partial = destination.parent / f".{destination.name}.partial-{os.getpid()}"
-        with _signals_held():
+        with signals_held():
             partial.mkdir()
             try:
+                if release_tables:
+                    self._park(partial / PARKED)
                 self._write_files(partial)
                 os.rename(partial, destination)  # replaces an empty directory too
             except BaseException:
-                shutil.rmtree(partial, ignore_errors=True)
+                try:
+                    self._unpark()
+                finally:
+                    shutil.rmtree(partial, ignore_errors=True)
                 raise
         self.path = destination
-        self._tables = {n: t for n, t in self._tables.items() if not isinstance(t, StoredTable)}
+        self._tables = {n: t for n, t in self._tables.items() if isinstance(t, Table)}
         return destination
+
+    def _park(self, directory: Path) -> None:
+        for name in [n for n, t in self._tables.items() if isinstance(t, Table)]:
+            self._tables[name] = ParkedTable.park(self._tables[name], directory / name)
+        release_free_memory()
+
+    def _unpark(self) -> None:
+        for name, table in list(self._tables.items()):
+            if isinstance(table, ParkedTable):
+                self._tables[name] = table.load()
 
     def write_into(self, directory: str | os.PathLike[str]) -> Path:
         """Write into an existing directory that holds other things (a fleet bundle
@@ -162,7 +185,7 @@ class Bundle:
             raise UsageError(f"{destination} already holds a bundle",
                              "choose another -o or remove it")
         partial = destination / f".partial-{os.getpid()}"
-        with _signals_held():
+        with signals_held():
             partial.mkdir()
             try:
                 self._write_files(partial)
@@ -179,10 +202,14 @@ class Bundle:
         for name, table in sorted(self._tables.items()):
             file = f"{name}.parquet"
             if isinstance(table, StoredTable):
-                shutil.copyfile(table.path, directory / file)  # the caller removes its file
+                shutil.copyfile(table.ready(), directory / file)  # the caller removes its file
+            elif isinstance(table, ParkedTable):
+                _write_table(table, directory / file)
+                release_free_memory()  # what writing it took, before the next one
             else:
                 _write_table(table, directory / file)
             entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
+        shutil.rmtree(directory / PARKED, ignore_errors=True)  # kept until now: a failure unparks
         self.manifest["tables"] = entries
         with open(directory / MANIFEST, "w") as out:
             json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
@@ -201,7 +228,7 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in a manifest")
 
 
-def _write_table(table: Table, path: Path) -> None:
+def _write_table(table: Table | ParkedTable, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -224,7 +251,7 @@ def _read_table(path: Path) -> Table:
 
 
 @contextmanager
-def _signals_held() -> Iterator[None]:
+def signals_held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM while the bundle is written (main thread only);
     a pending one is delivered once the bundle is complete on disk."""
     if threading.current_thread() is not threading.main_thread():

@@ -35,7 +35,7 @@ from .probes import timerlat as timerlat_probe
 from .probes.schedule import plan_windows, rt_budget_ns
 from .system import check_system
 from .tables import Table
-from .trace.scanning import ScanTracing, TraceOptions, release_free_memory
+from .trace.scanning import ScanTracing, TraceOptions
 from .units import format_cpu_list, format_duration, parse_cpu_list
 
 SECOND = 1_000_000_000
@@ -247,9 +247,33 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
              progress: ScanProgress | None, destination, kind: str,
              on_ready: Callable[[], int] | None,
              amend: Callable[[Bundle], None] | None = None) -> Bundle:
-    injector_priority = 99 if can_use_fifo(99) else 0
     if on_ready is not None:
         options = replace(options, start_mono_ns=on_ready())
+    results, interrupted, hz = _run_probes(options, scan_plan, clock, schedule, tracing, progress)
+    if interrupted:
+        during = results[-1].probe if results else "the untraced reference run"
+        scan_plan.diagnostics.append(Diagnostic(
+            Code.INTERRUPTED, f"interrupted during {during}; "
+                              f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
+    bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
+                          results, started=started, argv=argv, complete=not interrupted,
+                          kind=kind, tracing=tracing)
+    del results  # the bundle holds the tables now, and lets them go while it is written
+    bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
+    add_spectra(bundle)
+    if amend is not None:
+        amend(bundle)
+    if destination is not None:
+        bundle.write(destination, release_tables=True)
+    return bundle
+
+
+def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClock, schedule,
+                tracing: ScanTracing, progress: ScanProgress | None
+                ) -> tuple[list[ProbeResult], bool, dict]:
+    """Run the probes one after the other (recording the trace of each);
+    returns their results, whether the run was interrupted, and the HZ estimate."""
+    injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
     interrupted = False
     hz: dict = {}
@@ -283,22 +307,7 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
                     break
     finally:
         tracing.close()
-    if interrupted:
-        during = results[-1].probe if results else "the untraced reference run"
-        scan_plan.diagnostics.append(Diagnostic(
-            Code.INTERRUPTED, f"interrupted during {during}; "
-                              f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
-    bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
-                          results, started=started, argv=argv, complete=not interrupted,
-                          kind=kind, tracing=tracing)
-    bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
-    add_spectra(bundle)
-    release_free_memory()  # the spectra's temporaries, before pyarrow writes the bundle
-    if amend is not None:
-        amend(bundle)
-    if destination is not None:
-        bundle.write(destination)
-    return bundle
+    return results, interrupted, hz
 
 
 def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
@@ -311,7 +320,10 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         diagnostics.extend(result.diagnostics)
         for name, table in result.tables.items():
             tables.setdefault(name, []).append(table)
-    merged = {name: Table.concat(parts) for name, parts in tables.items()}
+    # A table that only one probe produced is taken as it is: a copy would hold
+    # the probe's data twice while the bundle is analysed and written.
+    merged = {name: parts[0] if len(parts) == 1 else Table.concat(parts)
+              for name, parts in tables.items()}
     summaries = {r.probe: r.summaries for r in results}
     trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
     diagnostics.extend(tracing.diagnostics if tracing else [])

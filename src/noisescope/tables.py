@@ -6,8 +6,8 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -81,19 +81,88 @@ class Table(Mapping[str, np.ndarray]):
         return pd.DataFrame(self._columns)
 
 
+def repeated(value: object, count: int) -> np.ndarray:
+    """An object column holding `value` in every row: one shared object
+    (np.full would make a separate copy of a string for every row)."""
+    column = np.empty(count, dtype=object)
+    column[:] = value
+    return column
+
+
 @dataclass(frozen=True)
 class StoredTable:
     """A table already written to a Parquet file (too big to hold in memory,
-    e.g. a long kernel trace); a bundle moves the file in when it is written."""
+    e.g. a long kernel trace); a bundle moves the file in when it is written.
+    With `write_file`, the file is written when it is first needed (a scan's
+    trace is decoded into Parquet only once the bundle's other tables are out
+    of memory)."""
 
     path: Path
     rows: int
     columns: list[str]
+    write_file: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+
+    def ready(self) -> Path:
+        """The file, written first if it is not there yet."""
+        if self.write_file is not None and not self.path.exists():
+            self.write_file()
+        return self.path
 
     def load(self) -> Table:
         import pyarrow.parquet as pq
 
-        return Table.from_arrow(pq.read_table(self.path))
+        return Table.from_arrow(pq.read_table(self.ready()))
+
+
+@dataclass(frozen=True)
+class ParkedTable:
+    """A table moved out of memory into numpy files (needs no pyarrow), one
+    per column; an object column as the codes of its distinct values, which
+    load() shares again between rows."""
+
+    directory: Path
+    rows: int
+    columns: list[str]
+
+    @classmethod
+    def park(cls, table: Table, directory: Path) -> ParkedTable:
+        directory.mkdir(parents=True)
+        for index, name in enumerate(table.columns):
+            values = table[name]
+            if values.dtype == object:
+                values, distinct = dictionary_codes(values)
+                stored = np.empty(len(distinct), dtype=object)
+                for i, value in enumerate(distinct):
+                    stored[i] = value
+                np.save(directory / f"{index}.distinct.npy", stored, allow_pickle=True)
+            np.save(directory / f"{index}.npy", values)
+        return cls(directory, table.rows, table.columns)
+
+    def load(self) -> Table:
+        return Table({name: distinct[values] if distinct is not None else values
+                      for name, values, distinct in self._columns()})
+
+    def to_arrow(self):
+        """As Table.to_arrow() gives it, straight from the stored codes."""
+        import pyarrow as pa
+
+        return pa.table({name: dictionary_array(values, list(distinct)) if distinct is not None
+                         else pa.array(values) for name, values, distinct in self._columns()})
+
+    def _columns(self) -> Iterator[tuple[str, np.ndarray, np.ndarray | None]]:
+        """Each column: its name, values (codes for objects), distinct objects or None."""
+        for index, name in enumerate(self.columns):
+            distinct = self.directory / f"{index}.distinct.npy"
+            yield (name, np.load(self.directory / f"{index}.npy"),
+                   np.load(distinct, allow_pickle=True) if distinct.exists() else None)
+
+
+def dictionary_codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """An object column as int32 codes and its distinct values (in order of
+    first appearance)."""
+    ids: dict = {}
+    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
+    return codes, list(ids)
 
 
 def _arrow_column(values: np.ndarray):
@@ -104,9 +173,13 @@ def _arrow_column(values: np.ndarray):
 
     if values.dtype != object:
         return pa.array(values)
-    ids: dict = {}
-    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
-    distinct = list(ids)
+    return dictionary_array(*dictionary_codes(values))
+
+
+def dictionary_array(codes: np.ndarray, distinct: list):
+    """An Arrow dictionary array (strings when they all are) from codes and values."""
+    import pyarrow as pa
+
     kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))
 

@@ -126,6 +126,23 @@ def test_version_and_help_end_with_examples():
             "noisescope")
 
 
+def test_commands_are_imported_only_when_they_run():
+    """The CLI lists every command, and a command loads only its own modules
+    (a scan keeps the memory that compare, predict or cluster would take)."""
+    from noisescope.cli.main import COMMANDS
+
+    listing = run("--help").stdout
+    assert all(f"  {name} " in listing for name in COMMANDS)
+    probe = ("import sys; from noisescope.cli.main import cli; cli.get_command(None, 'scan'); "
+             "print(' '.join(sorted(m for m in sys.modules if m.startswith('noisescope.'))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True).stdout.split()
+    assert "noisescope.cli.scan" in loaded
+    for elsewhere in ("noisescope.cli.compare", "noisescope.cli.predict", "noisescope.cluster",
+                      "noisescope.experiment", "noisescope.render.report"):
+        assert elsewhere not in loaded
+
+
 def test_python_api_json_safe(tmp_path):
     done = run("scan", "--duration", "1s", "--probes", "detour", "-o", str(tmp_path / "b"))
     assert done.returncode == 0

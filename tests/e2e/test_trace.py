@@ -13,12 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import noisescope
 from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
-from noisescope.trace import TraceSession, cleanup, sched_switches
+from noisescope.tables import Table
+from noisescope.trace import TraceSession, attribute, cleanup, event_source, sched_switches
 from noisescope.trace.scanning import TraceOptions
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
@@ -214,6 +216,14 @@ def test_scan_explain_and_no_trace_through_the_cli(tmp_path):
     assert {"cause", "cause_detail", "trace_events"} <= set(bundle.detours.columns)
     assert bundle.events.rows == sum(r["events"] for r in bundle.manifest["trace"]["recordings"])
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no spool left
+    # explained while scanning from the raw pages: as from the events stored in the bundle
+    detours = bundle.detours
+    again = attribute(Table({c: detours[c] for c in ("cpu", "start_ns", "duration_ns")}),
+                      event_source(bundle), bundle.trace_coverage)
+    for name in again.causes.columns:
+        assert np.array_equal(again.causes[name], bundle.detour_causes[name]), name
+    for name in again.primary.columns:
+        assert np.array_equal(again.primary[name], detours[name]), name
     explained = run("explain", str(out), "--worst", "2")
     assert explained.returncode == 0, explained.stderr
     assert "Causes of detours" in explained.stdout and explained.stdout.count("+") > 0

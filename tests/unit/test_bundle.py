@@ -111,3 +111,91 @@ def test_schema_rejects_bad_manifests():
         validate(minimal_manifest(warnings=[{"code": "made_up", "message": "", "hint": ""}]))
     with pytest.raises(jsonschema.ValidationError):
         validate({**minimal_manifest(), "kind": "scan"})  # a scan needs host and clock
+
+
+def results_of_a_scan() -> dict[str, Table]:
+    return {
+        "detours": Table({"cpu": np.array([0, 1, 1], np.int32), "start_ns": np.array([5, 9, 12]),
+                          "duration_ns": np.array([1000, 2000, 1500]),
+                          "cause": np.array(["tick", "irq", "tick"], dtype=object),
+                          "trace_events": np.array([3, 0, 2], np.int32)}),
+        "gap_histogram": Table({"lower_ticks": np.array([128, 256], np.uint64),
+                                "count": np.array([7, 1])}),
+        "spectrum": Table({"series": np.array(["ftq", "ftq"], dtype=object),
+                           "power": np.array([0.5, 1e-9])}),
+        "injections": Table(),
+    }
+
+
+def test_tables_released_while_writing_are_written_the_same(tmp_path):
+    """write(release_tables=True) parks the tables in numpy files and writes
+    them one at a time: the files are those write() makes, and afterwards the
+    tables come from the bundle."""
+    import pyarrow.parquet as pq
+
+    kept = Bundle(minimal_manifest(), results_of_a_scan())
+    kept.write(tmp_path / "kept")
+    released = Bundle(minimal_manifest(), results_of_a_scan())
+    released.write(tmp_path / "released", release_tables=True)
+    assert sorted(os.listdir(tmp_path / "released")) == sorted(os.listdir(tmp_path / "kept"))
+    for name in results_of_a_scan():
+        assert pq.read_table(tmp_path / "released" / f"{name}.parquet").equals(
+            pq.read_table(tmp_path / "kept" / f"{name}.parquet")), name
+    assert not released._tables  # nothing left in memory ...
+    detours = released.table("detours")  # ... read back on use
+    assert detours["cause"].tolist() == ["tick", "irq", "tick"] and detours["cpu"].dtype == np.int32
+    assert released.manifest["tables"] == kept.manifest["tables"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "released"]  # nothing parked left
+
+
+def test_a_parked_table_comes_back_with_its_strings_shared():
+    import tempfile
+    from pathlib import Path
+
+    from noisescope.tables import ParkedTable
+
+    table = results_of_a_scan()["detours"]
+    with tempfile.TemporaryDirectory() as work:
+        parked = ParkedTable.park(table, Path(work) / "detours")
+        back = parked.load()
+        assert parked.rows == 3 and parked.columns == table.columns
+        for name in table.columns:
+            assert back[name].dtype == table[name].dtype and back[name].tolist() == table[name].tolist()
+        assert back["cause"][0] is back["cause"][2]  # one object per distinct value
+        assert parked.to_arrow().equals(table.to_arrow())
+
+
+def test_a_failed_write_keeps_the_released_tables(tmp_path, monkeypatch):
+    import noisescope.bundle as bundle_module
+
+    bundle = Bundle(minimal_manifest(), results_of_a_scan())
+    written = []
+
+    def fail_on_the_second(table, path):
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(path)
+
+    monkeypatch.setattr(bundle_module, "_write_table", fail_on_the_second)
+    with pytest.raises(OSError):
+        bundle.write(tmp_path / "b", release_tables=True)
+    assert os.listdir(tmp_path) == []  # no partial directory, no parked files
+    assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
+
+
+def test_a_stored_table_is_written_when_first_needed(tmp_path):
+    import pyarrow.parquet as pq
+
+    from noisescope.tables import StoredTable
+
+    calls = []
+
+    def write_file():
+        calls.append(1)
+        pq.write_table(Table({"x": np.arange(3)}).to_arrow(), tmp_path / "late.parquet")
+
+    stored = StoredTable(tmp_path / "late.parquet", 3, ["x"], write_file)
+    assert not calls and not stored.path.exists()
+    Bundle(minimal_manifest(), {"late": stored, "again": stored}).write(tmp_path / "b")
+    assert calls == [1]  # written once, copied twice
+    assert noisescope.load(tmp_path / "b").table("again")["x"].tolist() == [0, 1, 2]

@@ -161,3 +161,52 @@ def test_bundles_copy_stored_tables_in(tmp_path, captured_trace):
     assert written.sched_switch["next_comm"].tolist() == captured_trace.switches["next_comm"].tolist()
     assert written.events["event"].dtype == object  # dictionary-encoded on disk, strings here
     assert bundle.table("events").rows == captured_trace.events.rows  # now read from the bundle
+
+
+def test_events_read_again_from_the_pages_are_the_spooled_ones(tmp_path, monkeypatch):
+    """What a scan explains its detours from (the recordings' raw pages,
+    decoded again a batch at a time) gives exactly what the spool of the
+    same batches gives back, and the same attribution."""
+    import json
+
+    from noisescope.trace import session as session_module
+    from noisescope.trace.events import Symbols
+    from noisescope.trace.session import Recording, TraceSession
+
+    formats, layout, pages, _, clock = load_capture()
+    monkeypatch.setattr(session_module, "PAGES_PER_BATCH", 4)  # several batches per CPU
+    session = TraceSession(tuple(pages), clock, symbols=Symbols(CAPTURE / "kallsyms"))
+    session.formats, session.layout = formats, layout
+    session.trace_clock = TraceClock("x86-tsc", clock)
+    files = {}
+    for cpu, data in pages.items():
+        files[cpu] = tmp_path / f"cpu{cpu}.raw"
+        files[cpu].write_bytes(data)
+    recording = Recording(0, 2**62, {cpu: 0 for cpu in pages}, files)
+    (tmp_path / "spool").mkdir()
+    spool = EventSpool(tmp_path / "spool")
+    capture = session.decode(recording, spool.append)
+    spooled, recorded = spool.finish(), session.recorded_events([capture])
+    assert len(capture.batches) >= 10 and capture.event_names == spooled.event_names()
+    assert recorded.event_names() == spooled.event_names()
+
+    everything = spooled.read(1, 0, 2**62)
+    ts = np.sort(everything.events["timestamp_ns"])
+    for start, end in [(0, 2**62), (int(ts[10]), int(ts[20])), (int(ts[100]), int(ts[-100])),
+                       (int(ts[-1]) + 1, 2**62)]:
+        again, back = recorded.read(1, start, end), spooled.read(1, start, end)
+        for got, want in ((again.events, back.events), (again.switches, back.switches)):
+            assert got.columns == want.columns
+            for name in want.columns:
+                assert got[name].dtype == want[name].dtype, name
+                assert np.array_equal(got[name], want[name]), name
+    assert recorded.read(7, 0, 2**62).events.rows == 0
+
+    run = json.loads((CAPTURE / "run.json").read_text())
+    detours = Table({k: np.array(v) for k, v in run["detours"].items()})
+    coverage = Table({k: np.array(v) for k, v in run["coverage"].items()})
+    from_pages, from_spool = attribute(detours, recorded, coverage), attribute(detours, spooled, coverage)
+    for name in from_spool.causes.columns:
+        assert np.array_equal(from_pages.causes[name], from_spool.causes[name]), name
+    for name in from_spool.primary.columns:
+        assert np.array_equal(from_pages.primary[name], from_spool.primary[name]), name

@@ -27,7 +27,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..tables import Table
+from ..tables import Table, repeated
 
 SECOND = 1_000_000_000
 BIN_NS = 50_000  # detour trace sampling: Nyquist frequency 10 kHz
@@ -182,7 +182,7 @@ def _running_median(values: np.ndarray, width: int) -> np.ndarray:
     half = width // 2
     padded = np.pad(values, half, mode="reflect")
     out = np.empty_like(values)
-    step = 8192  # bounds the sliding-window copy
+    step = 1024  # rows per call: np.median copies them (width x 8 bytes each)
     views = np.lib.stride_tricks.sliding_window_view(padded, width)
     for first in range(0, len(values), step):
         out[first:first + step] = np.median(views[first:first + step], axis=1)
@@ -429,7 +429,7 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
             continue
         parts.append(Table({
             "cpu": np.full(len(spec.power), cpu, np.int32),
-            "series": np.full(len(spec.power), series, dtype=object),
+            "series": repeated(series, len(spec.power)),
             "frequency_hz": spec.frequency_hz,
             "power": spec.power,
         }))

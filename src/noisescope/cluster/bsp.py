@@ -50,7 +50,7 @@ from ..probes.quantum import UNIT_ITERATIONS, unit_ticks
 from ..probes.schedule import plan_windows
 from ..scan import live_host_facts
 from ..system import check_system
-from ..tables import Table
+from ..tables import Table, repeated
 from .cpus import assign_cpus, own_injections
 from .mpi import World
 from .session import DEFAULT_TIMEOUT_NS, Session, rank_findings, start_up
@@ -257,7 +257,7 @@ def _iteration_columns(clock, block, done, alone_start, alone_work, bsp_start, b
         last = np.arange(block - 1, done, block)
         following[last] = ends[:len(last)]
         parts.append({
-            "part": np.full(done, part, dtype=object),
+            "part": repeated(part, done),
             "iteration": np.arange(done, dtype=np.int32),
             "work_ns": clock.duration_ns(work_ticks[:done]),
             "collective_ns": (clock.duration_ns(collective_ticks[:done]) if collective_ticks

@@ -11,7 +11,7 @@ import numpy as np
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
-from ..tables import Table
+from ..tables import Table, repeated
 from .native import NativeRun, ProgressCallback, run_native, window_buffers
 from .schedule import WindowSchedule
 
@@ -98,7 +98,7 @@ def _windows_table(probe: str, clock: MeasurementClock, specs: list[dict],
         done = result["windows"]
         parts.append(Table({
             "cpu": np.full(done, spec["cpu"], np.int32),
-            "probe": np.full(done, probe, dtype=object),
+            "probe": repeated(probe, done),
             "start_ns": clock.timestamp_ns(spec["window_start"][:done]),
             "end_ns": clock.timestamp_ns(spec["window_end"][:done]),
         }))
@@ -110,7 +110,7 @@ def injection_rows(clock: MeasurementClock, cpu: int, mode: str, native: dict,
     start = native["start"][:stored]
     return Table({
         "cpu": np.full(stored, cpu, np.int32),
-        "mode": np.full(stored, mode, dtype=object),
+        "mode": repeated(mode, stored),
         "start_ns": clock.timestamp_ns(start),
         "duration_ns": clock.duration_ns(native["end"][:stored] - start),
     })

@@ -319,12 +319,21 @@ def walk_pages(data: bytes, layout: PageLayout) -> RawRecords:
                       np.frombuffer(stamps, np.uint64) if stamps else np.zeros(0, np.uint64), missed)
 
 
+def _at_every_byte(data: np.ndarray, dtype: str) -> np.ndarray:
+    """A view of `data` with an item of `dtype` starting at every byte (the
+    items overlap): indexing it with the records' offsets gathers a field
+    directly, without an index per byte of the field for every record."""
+    kind = np.dtype(dtype)
+    return np.ndarray((len(data) - kind.itemsize + 1,), kind, data, strides=(1,))
+
+
 def _gather(data: np.ndarray, offsets: np.ndarray, field: Field) -> np.ndarray:
     """The field's bytes for each record, as integers (or raw bytes for arrays)."""
-    raw = np.ascontiguousarray(data[offsets[:, None] + (field.offset + np.arange(field.size))])
     if field.array or field.size not in (1, 2, 4, 8):
-        return raw.view(f"S{field.size}").ravel()
-    return raw.view(f"={'i' if field.signed else 'u'}{field.size}").ravel()
+        kind = f"S{field.size}"
+    else:
+        kind = f"={'i' if field.signed else 'u'}{field.size}"
+    return _at_every_byte(data, kind)[offsets + field.offset]
 
 
 class Symbols:
@@ -368,27 +377,44 @@ class RawDecoder:
         self.missed_pages = 0  # pages the kernel flagged as following lost events
 
     def decode(self, cpu: int, pages: bytes) -> TraceEvents:
-        """The events on `pages` (a whole number of pages of one CPU), by time."""
+        """The events on `pages` (a whole number of pages of one CPU) in time
+        order; events at the same time by format id, then as recorded."""
         records = walk_pages(pages, self.layout)
         self.missed_pages += records.missed_pages
-        event_parts, switch_parts = [], []
         data = np.frombuffer(records.data, np.uint8)
-        ids = (data[records.offsets[:, None] + np.arange(2)].copy().view("=u2").ravel()
-               if len(records.offsets) else np.zeros(0, np.uint16))
-        for ident in np.unique(ids):
-            fmt = self.by_id.get(int(ident))
-            if fmt is None:
-                continue
-            chosen = ids == ident
-            offsets, stamps = records.offsets[chosen], self.to_ns(records.timestamps[chosen])
-            if fmt.name == SCHED_SWITCH.name:
-                switch_parts.append(_raw_switches(cpu, data, offsets, stamps, fmt, self.intern))
-            else:
-                event_parts.append(_raw_events(cpu, records.data, data, offsets, stamps, fmt,
-                                               self.intern, self.symbols))
-        empty = TraceEvents.empty()
-        return TraceEvents(Table.concat(event_parts) if event_parts else empty.events,
-                           Table.concat(switch_parts) if switch_parts else empty.switches).sorted()
+        ids = (_at_every_byte(data, "=u2")[records.offsets] if len(records.offsets)
+               else np.zeros(0, np.uint16))
+        switch_ids = [i for i, fmt in self.by_id.items() if fmt.name == SCHED_SWITCH.name]
+        is_switch = np.isin(ids, switch_ids)
+        is_event = ~is_switch & np.isin(ids, [i for i in self.by_id if i not in switch_ids])
+        events, switches = self._by_time(records, ids, is_event), self._by_time(records, ids, is_switch)
+        del records, ids  # only the pages (data) are needed from here on
+        return TraceEvents(self._events(cpu, pages, data, *events),
+                           _raw_switches(cpu, data, *switches[1:], self.by_id[switch_ids[0]], self.intern)
+                           if len(switches[0]) else TraceEvents.empty().switches)
+
+    def _by_time(self, records: RawRecords, ids: np.ndarray, chosen: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Format ids, offsets and times (ns) of the chosen records in time
+        order; at equal times by format id, then as recorded."""
+        ids, stamps = ids[chosen], self.to_ns(records.timestamps[chosen])
+        order = np.lexsort((ids, stamps))
+        return ids[order], records.offsets[chosen][order], stamps[order]
+
+    def _events(self, cpu: int, raw: bytes, data: np.ndarray, ids: np.ndarray, offsets: np.ndarray,
+                stamps: np.ndarray) -> Table:
+        """The events table, each column filled format by format in its final
+        order (no table per format, and no sorted copy of their concatenation)."""
+        count = len(ids)
+        event, name = np.empty(count, dtype=object), np.empty(count, dtype=object)
+        pid, number = np.zeros(count, np.int32), np.zeros(count, np.int64)
+        for ident in np.unique(ids).tolist():
+            fmt = self.by_id[ident]
+            rows = np.flatnonzero(ids == ident)
+            event[rows] = self.intern(fmt.name)
+            number[rows], pid[rows], name[rows] = _raw_fields(raw, data, offsets[rows], fmt,
+                                                              self.intern, self.symbols)
+        return _event_table(np.full(count, cpu, np.int32), stamps, event, pid, number, name)
 
 
 def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
@@ -423,8 +449,9 @@ def _raw_switches(cpu: int, data: np.ndarray, offsets: np.ndarray, ts: np.ndarra
     })
 
 
-def _raw_events(cpu: int, raw: bytes, data: np.ndarray, offsets: np.ndarray, ts: np.ndarray,
-                fmt: EventFormat, intern: _Interner, symbols: Symbols) -> Table:
+def _raw_fields(raw: bytes, data: np.ndarray, offsets: np.ndarray, fmt: EventFormat,
+                intern: _Interner, symbols: Symbols) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The number, pid and name columns of records of one (non-switch) format."""
     spec = BY_NAME.get(fmt.name, Tracepoint("", fmt.name))
     count = len(offsets)
     number = (_gather(data, offsets, fmt.fields[spec.number]).astype(np.int64)
@@ -446,7 +473,7 @@ def _raw_events(cpu: int, raw: bytes, data: np.ndarray, offsets: np.ndarray, ts:
         else:
             names = _strings(values, intern)
     pid = _gather(data, offsets, fmt.fields["common_pid"])
-    return _event_table(np.full(count, cpu), ts, [intern(fmt.name)] * count, pid, number, names)
+    return number, pid, np.array(names, dtype=object)
 
 
 def softirq_name(vector: int) -> str:

@@ -3,15 +3,17 @@ recording per probe run, an untraced reference run to measure tracing's own
 cost, and the attribution of the detours at the end.
 
 Between probes the buffers are only copied to files in a work directory;
-they are decoded once the measuring is over. When the scan writes a bundle,
-the decoded events go to Parquet files in the work directory (beside the
-bundle: `.NAME.trace-PID/`) instead of memory, and the bundle copies them
-in; without a destination they are kept in memory."""
+they are decoded once the measuring is over. Without a destination the
+decoded events are kept in memory (they are bundle tables). When the scan
+writes a bundle, they never are: the detours are explained from the
+copies of the buffers, decoded again batch by batch (`RecordedEvents`), and
+once every result is ready `spool_events` decodes them a last time into
+Parquet files in the work directory (beside the bundle:
+`.NAME.trace-PID/`), which the bundle copies in. pyarrow, which alone
+takes about 40 MB, is then loaded only to write."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import shutil
 import tempfile
@@ -23,9 +25,10 @@ import numpy as np
 
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
-from ..tables import Table
+from ..memory import release_free_memory
+from ..tables import StoredTable, Table, repeated
 from .attribute import attribute
-from .events import TraceEvents
+from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
 from .store import EventSource, EventSpool
@@ -36,13 +39,8 @@ from .wakeups import explain_late_wakeups
 DEFAULT_COST_REFERENCE_NS = 2_000_000_000
 
 
-def release_free_memory() -> None:
-    """Hand freed heap memory back to the system (glibc keeps large freed
-    arrays in the heap otherwise, and the scan's peak memory grows)."""
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+def _drop(batch: TraceEvents) -> None:
+    """A sink that keeps nothing (the events are read again later)."""
 
 
 @dataclass(frozen=True)
@@ -125,32 +123,52 @@ class ScanTracing:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- results -------------------------------------------------------------------
-    def _decode(self) -> tuple[EventSource, dict[str, Table]]:
-        """Decode every recording: where the events are now, and the bundle
-        tables holding them."""
-        assert self.session is not None and self.workdir is not None
-        spool = EventSpool(self.workdir) if self.spooling else None
+    def _decode(self) -> EventSource:
+        """Decode every recording (the captures: counts, coverage, event
+        names); returns where to read the events again by CPU and time."""
+        assert self.session is not None
         for probe, recording in self.recordings:
+            # The raw pages of a scan that writes a bundle are read again
+            # later; text (the fallback reader) is parsed whole, so it is kept.
+            keep = not self.spooling or recording.text is not None
             try:
-                self.captures.append((probe, self.session.decode(
-                    recording, spool.append if spool else None)))
+                self.captures.append((probe, self.session.decode(recording, None if keep else _drop)))
             except KeyboardInterrupt:
                 self.interrupted_collection = True
                 break
-            for path in [*recording.pages.values(), recording.text]:
-                if path is not None:
-                    path.unlink()  # decoded: the copy of the buffer is no longer needed
             release_free_memory()
-        if spool is not None:
-            return spool.finish(), spool.stored_tables()
-        trace = TraceEvents.concat(c.events for _, c in self.captures if c.events is not None)
-        return trace, {"events": trace.events, "sched_switch": trace.switches}
+        captures = [c for _, c in self.captures]
+        if self.spooling and self.session.layout is not None:
+            return self.session.recorded_events(captures)
+        return TraceEvents.concat(c.events for c in captures if c.events is not None)
+
+    def _stored_events(self) -> dict[str, StoredTable]:
+        """The bundle's `events` and `sched_switch` tables when spooling:
+        Parquet files in the work directory, written when the bundle first
+        needs them (after its tables in memory are parked: pyarrow is then
+        loaded) by decoding the recordings once more."""
+        assert self.workdir is not None
+        spool = EventSpool(self.workdir)
+
+        def write_files() -> None:  # both files, once: the bundle asks for the first one
+            assert self.session is not None
+            for _, recording in self.recordings[:len(self.captures)]:
+                self.session.decode(recording, spool.append)
+                release_free_memory()
+            spool.finish()
+
+        return {"events": StoredTable(spool.source.events_path,
+                                      sum(c.event_count for _, c in self.captures),
+                                      list(EVENT_COLUMNS), write_files),
+                "sched_switch": StoredTable(spool.source.switches_path,
+                                            sum(c.switch_count for _, c in self.captures),
+                                            list(SWITCH_COLUMNS), write_files)}
 
     def coverage(self) -> Table:
         parts = []
         for probe, capture in self.captures:
             parts.append(Table({**capture.coverage,
-                                "probe": np.full(capture.coverage.rows, probe, dtype=object)}))
+                                "probe": repeated(probe, capture.coverage.rows)}))
         return Table.concat(parts)
 
     def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]]) -> dict:
@@ -158,9 +176,13 @@ class ScanTracing:
         their summaries; returns the manifest's `trace` section."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace, stored = self._decode()
+        trace = self._decode()
         coverage = self.coverage()
-        tables.update(stored)
+        if self.spooling:
+            tables.update(self._stored_events())
+        else:  # the events in memory are the bundle's tables
+            assert isinstance(trace, TraceEvents)
+            tables["events"], tables["sched_switch"] = trace.events, trace.switches
         tables["trace_coverage"] = coverage
         detours = tables.get("detours")
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
@@ -192,6 +214,9 @@ class ScanTracing:
             self.diagnostics.append(Diagnostic(
                 Code.INTERRUPTED, "interrupted while reading the trace; events of the last "
                                   "recordings are missing"))
+        if self.spooling:
+            for _, capture in self.captures:
+                capture.events = None  # the text reader's: parsed again when they are spooled
         return self._section(summaries)
 
     def _section(self, summaries: dict) -> dict:

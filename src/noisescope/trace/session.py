@@ -48,6 +48,7 @@ from .events import (
     parse_header_page,
     parse_text,
 )
+from .store import PageBatch, RecordedEvents
 from .tracefs import (
     DEFAULT_MOUNTPOINT,
     Instance,
@@ -139,13 +140,17 @@ class Recording:
 @dataclass
 class Capture:
     """What one recording produced: its events (unless they went to a sink),
-    how many, and when each CPU's trace is complete."""
+    how many, and when each CPU's trace is complete; for the raw reader, the
+    batches of pages decoded and every event name seen (to read the events
+    again from the pages: `RecordedEvents`)."""
 
     events: TraceEvents | None
     event_count: int
     switch_count: int
     coverage: Table  # cpu, start_ns, end_ns (complete up to), lost_events
     missed_pages: int = 0
+    batches: list[PageBatch] = field(default_factory=list)
+    event_names: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -333,12 +338,17 @@ class TraceSession:
         kept: list[TraceEvents] = []
         tally = _Tally()
         missed = 0
+        batches: list[PageBatch] = []
         if self.layout is not None:
-            decoder = RawDecoder(self.formats, self.layout, self.trace_clock.to_ns, self.symbols)
+            decoder = self.raw_decoder()
             for cpu, path in recording.pages.items():
+                offset = 0
                 with open(path, "rb") as raw:
                     while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
-                        tally.take(decoder.decode(cpu, pages), sink or kept.append)
+                        span = tally.take(decoder.decode(cpu, pages), sink or kept.append)
+                        if span is not None:
+                            batches.append(PageBatch(cpu, path, offset, len(pages), *span))
+                        offset += len(pages)
             missed = decoder.missed_pages
         elif recording.text is not None:
             with open(recording.text, errors="replace") as lines:
@@ -350,7 +360,17 @@ class TraceSession:
                           "end_ns": np.array(ends, np.int64),
                           "lost_events": np.array([recording.lost[c] for c in self.cpus], np.int64)})
         return Capture(None if sink else TraceEvents.concat(kept), tally.events, tally.switches,
-                       coverage, missed)
+                       coverage, missed, batches, tally.names)
+
+    def raw_decoder(self) -> RawDecoder:
+        assert self.layout is not None and self.trace_clock is not None
+        return RawDecoder(self.formats, self.layout, self.trace_clock.to_ns, self.symbols)
+
+    def recorded_events(self, captures: list[Capture]) -> RecordedEvents:
+        """The events of decoded recordings, read again from their pages (raw
+        reader only; the files must still be there)."""
+        return RecordedEvents(self.raw_decoder(), [b for c in captures for b in c.batches],
+                              set().union(*(c.event_names for c in captures)))
 
     def raw_batches(self, cpu: int) -> Iterator[bytes]:
         """Consume a CPU's buffer: batches of raw pages, each page padded to
@@ -404,19 +424,24 @@ def _quiesce(instance: Instance) -> None:
 
 @dataclass
 class _Tally:
-    """Counts the batches of a recording and each CPU's last event time: where
-    events were lost (the buffer filled and newer ones were dropped), the
-    trace of that CPU is complete only up to its last event."""
+    """Counts the batches of a recording, the event names and each CPU's last
+    event time: where events were lost (the buffer filled and newer ones were
+    dropped), the trace of that CPU is complete only up to its last event."""
 
     events: int = 0
     switches: int = 0
     last: dict[int, int] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
 
-    def take(self, batch: TraceEvents, sink: Callable[[TraceEvents], None]) -> None:
+    def take(self, batch: TraceEvents, sink: Callable[[TraceEvents], None]) -> tuple[int, int] | None:
+        """Count a batch and hand it on; returns the time range of its events (None if none)."""
         self.events += batch.events.rows
         self.switches += batch.switches.rows
+        self.names.update(batch.event_names())
         for table in (batch.events, batch.switches):
             for cpu in np.unique(table["cpu"]).tolist():
-                latest = int(table.where(cpu=cpu)["timestamp_ns"].max())
+                latest = int(table["timestamp_ns"][table["cpu"] == cpu].max())
                 self.last[cpu] = max(self.last.get(cpu, latest), latest)
         sink(batch)
+        times = [t["timestamp_ns"] for t in (batch.events, batch.switches) if t.rows]
+        return (min(int(t.min()) for t in times), max(int(t.max()) for t in times)) if times else None

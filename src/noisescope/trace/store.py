@@ -4,11 +4,14 @@ A busy machine records tens of thousands of events a second per CPU: too
 many to hold for a long scan. `EventSpool` writes them batch by batch to two
 Parquet files (one row group per batch of one CPU, so reading a CPU and a
 time range skips the rest), and the bundle moves the files in. Readers get
-events by CPU and time range from either kind of source:
+events by CPU and time range from any kind of source:
 
-- `TraceEvents` (in memory; `events.py`), and
+- `TraceEvents` (in memory; `events.py`),
 - `ParquetEvents` (the spool, or a written bundle's `events` and
-  `sched_switch` tables).
+  `sched_switch` tables), and
+- `RecordedEvents` (the recordings' raw pages, still on disk while a scan
+  explains its detours: decoded again batch by batch, which costs less
+  memory than reading the spool back and needs no pyarrow).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..tables import StoredTable, Table
-from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
+from .events import EVENT_COLUMNS, SWITCH_COLUMNS, RawDecoder, TraceEvents
 
 
 class EventSource(Protocol):
@@ -89,6 +92,48 @@ class _RowGroups:
                 values.update(chunk.dictionary.to_pylist() if hasattr(chunk, "dictionary")
                               else chunk.to_pylist())
         return values
+
+
+@dataclass(frozen=True)
+class PageBatch:
+    """Pages of one CPU in a recording's buffer copy that are decoded
+    together (always the same ones, so their events come out in the same
+    order), and the time range of their events."""
+
+    cpu: int
+    path: Path
+    offset: int  # bytes into the file
+    size: int
+    first_ns: int
+    last_ns: int
+
+
+@dataclass
+class RecordedEvents:
+    """Events still in raw buffer copies, read by decoding the batches of
+    pages whose time range overlaps the one asked for: the same events, in
+    the same order, as ParquetEvents gives from the spool of those batches."""
+
+    decoder: RawDecoder
+    batches: list[PageBatch]
+    names: set[str]  # every event name in the recordings ('sched_switch' included)
+    _last: tuple[tuple[PageBatch, ...], TraceEvents] | None = field(default=None, repr=False)
+
+    def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
+        chosen = tuple(b for b in self.batches
+                       if b.cpu == cpu and b.first_ns <= end_ns and b.last_ns >= start_ns)
+        if self._last is None or chosen != self._last[0]:  # consecutive reads often share batches
+            self._last = None  # let the previous batches go before decoding the next ones
+            self._last = (chosen, TraceEvents.concat(self._decode(b) for b in chosen))
+        return self._last[1].read(cpu, start_ns, end_ns)
+
+    def event_names(self) -> set[str]:
+        return set(self.names)
+
+    def _decode(self, batch: PageBatch) -> TraceEvents:
+        with open(batch.path, "rb") as raw:
+            raw.seek(batch.offset)
+            return self.decoder.decode(batch.cpu, raw.read(batch.size))
 
 
 @dataclass

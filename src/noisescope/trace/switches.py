@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tables import Table
+from ..tables import Table, repeated
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS, SWITCH_COLUMNS
 
 UNKNOWN_STATE = "?"  # prev_state of an inferred switch
@@ -97,7 +97,7 @@ def complete_switches(switches: Table, events: Table) -> Table:
                 "cpu": np.full(count, cpu, np.int32), "timestamp_ns": np.array(ts, np.int64),
                 "prev_comm": np.array(prev_comm, object), "prev_pid": np.array(prev_pid, np.int32),
                 "prev_prio": np.full(count, -1, np.int32),
-                "prev_state": np.full(count, UNKNOWN_STATE, object),
+                "prev_state": repeated(UNKNOWN_STATE, count),
                 "next_comm": np.array(next_comm, object), "next_pid": np.array(next_pid, np.int32),
                 "next_prio": np.full(count, -1, np.int32)}))
     flagged = [Table({**{c: t[c] for c in SWITCH_COLUMNS},
