@@ -58,13 +58,17 @@ def global_settings() -> dict[str, str]:
 
 
 def busy_on_cpu0(seconds: float) -> None:
-    """Work on CPU 0 (an idle CPU has no tick), then go back where we were."""
+    """Work on CPU 0 (an idle CPU has no tick), with a short sleep in the
+    middle so that CPU 0 switches away from us at least once (on a quiet
+    machine nothing else would), then go back where we were."""
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {0})
     try:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            pass
+        for _ in range(2):
+            end = time.monotonic() + seconds / 2
+            while time.monotonic() < end:
+                pass
+            time.sleep(0.002)
     finally:
         os.sched_setaffinity(0, allowed)
 
