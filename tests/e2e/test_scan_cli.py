@@ -65,6 +65,14 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
     assert_usage_error(run(*args, cwd=tmp_path, timeout=60), words, tmp_path)
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two allowed CPUs")
+def test_cpu_outside_the_allowed_affinity_is_refused(tmp_path):
+    first, other = sorted(os.sched_getaffinity(0))[:2]
+    done = subprocess.run(["taskset", "-c", str(first), *CLI, "scan", "--cpus", str(other)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert_usage_error(done, f"CPU {other} is outside this process's allowed CPUs", tmp_path)
+
+
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
     proc = interrupted_run([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"], 4)
