@@ -58,7 +58,8 @@ def noisescope_round(args) -> np.ndarray:
     options = TimerlatOptions(cpus=(args.cpu,), interval_ns=args.interval_us * 1000,
                               loops=args.loops, priority=args.priority,
                               histogram_ns=HISTOGRAM_US * 1000,
-                              dma_latency_us=None if args.default_system else 0)
+                              dma_latency_us=None if args.default_system else 0,
+                              trace=False)  # cyclictest records no kernel events either
     bundle = timerlat(options, argv=["bench"])
     latency_ns = bundle.timerlat.latency_ns
     return np.bincount(np.minimum(latency_ns // 1000, HISTOGRAM_US), minlength=HISTOGRAM_US + 1)
