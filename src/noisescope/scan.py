@@ -48,6 +48,9 @@ SLEEPING_PROBES = {"timerlat"}
 ALIGNED_PROBE_GAP_NS = 500_000_000
 
 ScanProgress = Callable[[str, float], None]  # probe name, fraction done
+# A progress callback is called when each probe starts and ends, and also about
+# once a second while it measures unless its `live` attribute is false: each of
+# those updates wakes this process on one of the measured CPUs (a detour).
 
 
 @dataclass(frozen=True)
@@ -283,7 +286,10 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
             if locking != "locked":
                 scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
             for index, name in enumerate(options.probes):
-                report = (lambda fraction, n=name: progress(n, fraction)) if progress else None
+                live = progress is not None and getattr(progress, "live", True)
+                report = (lambda fraction, n=name: progress(n, fraction)) if live else None
+                if progress:
+                    progress(name, 0.0)
                 ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
                                    options.injections, injector_priority,
                                    probe_start_ns(options.start_mono_ns, schedule, index), report)

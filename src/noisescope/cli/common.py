@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import click
@@ -60,15 +59,15 @@ class Progress:
         self.total_ns = total_ns
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
+        # Updates while a probe measures only where someone watches them.
+        self.live = enabled and self.tty
         self.current: str | None = None
-        self.started = time.monotonic()
 
     def __call__(self, probe: str, fraction: float) -> None:
         if not self.enabled:
             return
         if probe != self.current:
             self.current = probe
-            self.started = time.monotonic()
             if not self.tty:
                 print(f"{probe}: measuring {format_duration(self.total_ns)} ...", file=sys.stderr,
                       flush=True)
