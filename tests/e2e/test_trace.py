@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import noisescope
+from noisescope.analysis.groundtruth import inside_windows
 from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
 from noisescope.tables import Table
@@ -159,8 +160,8 @@ def test_tracefs_is_mounted_when_needed_and_unmounted_after(tmp_path, live_facts
             subprocess.run(["umount", str(where)], check=False)
 
 
-def traced_scan(cpu: int, inject: bool):
-    injections = (Injection(cpu, 1000.0, 20_000, "thread"),) if inject else ()
+def traced_scan(cpu: int, inject: bool, mode: str = "thread"):
+    injections = (Injection(cpu, 1000.0, 20_000, mode),) if inject else ()
     return scan(ScanOptions(cpus=(cpu,), duration_ns=2 * SECOND, probes=("detour",),
                             injections=injections, rt=RT, trace=TraceOptions(cost_reference_ns=0)),
                 argv=["test"])
@@ -200,6 +201,35 @@ def test_thread_injections_are_named_and_local_timers_are_the_tick(measured_cpu)
     assert {"cpu", "timestamp_ns", "prev_comm", "prev_pid", "next_comm", "next_pid",
             "prev_state"} <= set(switches.columns)
     assert f"ns-inject/{measured_cpu}" in set(switches["next_comm"].tolist())
+
+
+@needs_tracefs
+def test_signal_injections_are_named_from_the_injector_s_own_record(measured_cpu):
+    """Ground truth: 1 kHz x 20 us spun in a signal handler on the sampler's
+    own thread, in user space where the kernel records nothing. The detour
+    around each injection gives its handler's time to `injected signal`, and
+    the timer that raised the signal is named beside it."""
+    def injected_ns(bundle):
+        causes = bundle.detour_causes.where(cpu=measured_cpu, cause="injected", detail="signal")
+        inside = bundle.injections.where(cpu=measured_cpu)
+        keep = inside_windows(inside["start_ns"], inside["start_ns"] + inside["duration_ns"],
+                              bundle.windows.where(cpu=measured_cpu))
+        return int(causes["duration_ns"].sum()), int(inside["duration_ns"][keep].sum())
+
+    def good(bundle):
+        named, truth = injected_ns(bundle)
+        return truth > 0 and 0.95 * truth <= named <= truth
+
+    bundle = measure_quietly(lambda: traced_scan(measured_cpu, inject=True, mode="signal"), good,
+                             run_delay_fraction)
+    named, truth = injected_ns(bundle)
+    assert truth >= 1900 * 20_000, truth  # 2 s at 1 kHz
+    assert 0.95 * truth <= named <= truth, (named, truth, run_delay_fraction(bundle))
+    detours = bundle.detours.where(cpu=measured_cpu)
+    assert (detours["cause"] == "injected").sum() >= 1900
+    (row,) = bundle.summaries["attribution"]
+    labels = {(c["cause"], c["detail"]) for c in row["causes"]}
+    assert ("timer", "posix_timer_fn") in labels
 
 
 def run(*args, timeout=120, **kwargs):

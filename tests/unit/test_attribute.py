@@ -31,14 +31,14 @@ def switch(ts: int, prev: str, prev_pid: int, nxt: str, next_pid: int, state: st
 
 
 def explain(lines: list[str], spans: list[tuple[int, int]], covered_until: int = 10**9,
-            cpu: int = 1):
+            cpu: int = 1, injected: Table | None = None):
     trace = parse_text(lines, identity)
     table = Table({"cpu": np.full(len(spans), cpu, np.int32),
                    "start_ns": np.array([s for s, _ in spans], np.int64),
                    "duration_ns": np.array([d for _, d in spans], np.int64)})
     coverage = Table({"cpu": np.array([cpu], np.int32), "start_ns": np.array([0]),
                       "end_ns": np.array([covered_until])})
-    result = attribute(table, trace, coverage)
+    result = attribute(table, trace, coverage, injected=injected)
     splits = []
     for start in table["start_ns"].tolist():
         rows = result.causes.filter(result.causes["start_ns"] == start)
@@ -103,6 +103,28 @@ def test_nothing_in_the_guest_is_the_host():
     assert splits[0] == {NOTHING: 5000}
     assert primary == [("unexplained", "")]
     assert result.primary["trace_events"].tolist() == [0]
+
+
+def test_injected_signal_handler_time_is_injected_below_the_kernel_s_handlers():
+    # The injector's timer fires (20-26 us), its signal handler spins in user
+    # space in the sampler's thread from 30 us for 20 us, a tick interrupts it.
+    # The kernel records nothing for the spin itself; the injector recorded it.
+    injected = Table({"cpu": np.array([1, 0, 1], np.int32),
+                      "mode": np.array(["signal", "signal", "signal"], dtype=object),
+                      "start_ns": np.array([30_000, 30_000, 900_000], np.int64),
+                      "duration_ns": np.array([20_000, 20_000, 20_000], np.int64)})
+    splits, primary, _ = explain([
+        line(20_000, "local_timer_entry", "vector=236"),
+        line(21_000, "hrtimer_expire_entry", "hrtimer=0000 function=posix_timer_fn now=1"),
+        line(26_000, "local_timer_exit", "vector=236"),
+        line(40_000, "local_timer_entry", "vector=236"),
+        line(41_000, "hrtimer_expire_entry", "hrtimer=0000 function=tick_nohz_handler now=1"),
+        line(44_000, "local_timer_exit", "vector=236"),
+    ], [(18_000, 34_000), (300_000, 5_000)], injected=injected)
+    assert splits[0] == {("timer", "posix_timer_fn"): 6_000, ("tick", ""): 4_000,
+                         ("injected", "signal"): 16_000, OUTSIDE: 8_000}
+    assert primary[0] == ("injected", "signal")
+    assert splits[1] == {NOTHING: 5_000}  # no injection there, on this CPU
 
 
 def test_nmi_known_by_its_end_and_length():

@@ -9,6 +9,10 @@ nanosecond of a span then goes to exactly one cause:
 - the innermost handler open at that moment (`tick`, `timer`, `irq`, `ipi`,
   `softirq`, `nmi`; `fault` when the owner faulted);
 - otherwise, while another task ran: `thread` (by command name);
+- otherwise, inside noise that noisescope injected itself (its injector
+  records when each injection ran): `injected` (by mode). A signal
+  handler's spin runs in user space in the sampler's own thread, where the
+  kernel records nothing;
 - otherwise `unexplained`: the CPU was gone and the guest kernel did nothing
   visible. Detail `no guest activity` when the whole span holds no guest
   activity at all (the hypervisor, firmware/SMI, hardware); `outside guest
@@ -65,8 +69,8 @@ from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .store import EventSource
 from .switches import UNKNOWN_STATE, complete_switches
 
-CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "unexplained",
-          "untraced")
+CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "injected",
+          "unexplained", "untraced")
 NO_GUEST_ACTIVITY = "no guest activity"
 OUTSIDE_HANDLERS = "outside guest handlers"
 CPU_IDLE = "CPU idle"
@@ -279,23 +283,30 @@ _BATCH = 65_536
 
 def build_timeline(events: Table, switches: Table, labels: Labels,
                    tasks: dict[tuple[int, str], int], osnoise: set[str],
-                   owner: int | None = None) -> Timeline:
+                   owner: int | None = None, injected: Table | None = None) -> Timeline:
     """Replay one CPU's events (both tables restricted to it, each by time),
-    with the switches missing from the trace put back."""
+    with the switches missing from the trace put back, and the noise injected
+    on it (cpu, mode, start_ns, duration_ns), if any."""
     switches = complete_switches(switches, events)
     builder = _TimelineBuilder(labels, tasks, osnoise, owner)
     if switches.rows:
         builder.pid = int(switches["prev_pid"][0])
         builder.task = builder.task_id(builder.pid, switches["prev_comm"][0])
-    overlay, overlay_start, overlay_label = _overlays(events, labels, osnoise)
     ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
+    overlay, overlay_start, overlay_label = _overlays(events, labels, osnoise)
+    overlay_end = ev_ts[overlay]
+    if injected is not None and injected.rows:
+        overlay_start = np.concatenate([overlay_start, injected["start_ns"]])
+        overlay_end = np.concatenate([overlay_end, injected["start_ns"] + injected["duration_ns"]])
+        overlay_label = np.concatenate([overlay_label, [labels.id("injected", mode)
+                                                        for mode in injected["mode"].tolist()]])
+    overlays = len(overlay_start)
     kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
-                      [len(ev_ts), len(sw_ts), len(overlay), len(overlay)])
+                      [len(ev_ts), len(sw_ts), overlays, overlays])
     kinds[len(ev_ts):len(ev_ts) + len(sw_ts)][switches["inferred"]] = _INFERRED_SWITCH
-    refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(len(overlay)),
-                           np.arange(len(overlay))])
-    order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start,
-                                                      ev_ts[overlay]])))
+    refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(overlays),
+                           np.arange(overlays)])
+    order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start, overlay_end])))
     names, numbers, texts = events["event"], events["number"], events["name"]
     next_pid, next_comm = switches["next_pid"], switches["next_comm"]
     prev_pid, prev_state = switches["prev_pid"], switches["prev_state"]
@@ -313,7 +324,7 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
                 builder.mark(int(overlay_start[ref]))
             else:
                 builder.pop("overlay", ref)
-                builder.mark(int(ev_ts[overlay[ref]]))
+                builder.mark(int(overlay_end[ref]))
     context_labels = np.append(np.frombuffer(builder.context_labels, np.int32), np.int32(-1))
     times = np.concatenate([ev_ts, sw_ts])
     pids = np.concatenate([events["pid"], switches["prev_pid"]])
@@ -342,7 +353,7 @@ class Attribution:
 
 
 def attribute(spans: Table, trace: EventSource, coverage: Table,
-              owners: Mapping[int, int] | None = None) -> Attribution:
+              owners: Mapping[int, int] | None = None, injected: Table | None = None) -> Attribution:
     """Split each span (cpu, start_ns, duration_ns) into causes.
 
     `trace` gives the events by CPU and time (in memory or Parquet);
@@ -350,8 +361,10 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     loss; spans not entirely inside it are `untraced`. `owners` (cpu -> pid)
     gives the spans of those CPUs to a task that need not run when they begin
     (late wakeups; see the module's docstring); by default a span belongs to
-    the task its first event interrupted. The spans of a CPU are taken
-    CHUNK_NS at a time, so only their events are in memory."""
+    the task its first event interrupted. `injected` (cpu, mode, start_ns,
+    duration_ns) is the noise noisescope injected meanwhile, as its injector
+    recorded it. The spans of a CPU are taken CHUNK_NS at a time, so only
+    their events are in memory."""
     labels = Labels()
     for cause in CAUSES:
         labels.id(cause)
@@ -364,6 +377,7 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     for cpu in np.unique(spans["cpu"]).tolist():
         owner = (owners or {}).get(cpu)
         margin = OWNER_MARGIN_NS if owner is not None else 0
+        injected_here = _injected_on(injected, cpu)
         index = np.flatnonzero(spans["cpu"] == cpu)
         index = index[np.argsort(spans["start_ns"][index], kind="stable")]
         starts = spans["start_ns"][index]
@@ -374,8 +388,10 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
                      spans["duration_ns"][untraced]))
         index, starts, ends = index[traced], starts[traced], ends[traced]
         for chunk in _chunks(starts):
-            part = trace.read(cpu, int(starts[chunk][0]) - margin, int(ends[chunk].max()) + margin)
-            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise, owner)
+            first, last = int(starts[chunk][0]) - margin, int(ends[chunk].max()) + margin
+            part = trace.read(cpu, first, last)
+            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise, owner,
+                                      _injected_between(injected_here, first, last))
             chunk_index, chunk_starts, chunk_ends = index[chunk], starts[chunk], ends[chunk]
             event_counts[chunk_index] = (
                 np.searchsorted(timeline.event_times, chunk_ends, side="right")
@@ -397,6 +413,22 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
                "start_ns": spans["start_ns"][span_index],
                "cause": pairs[label_index, 0], "detail": pairs[label_index, 1],
                "duration_ns": ns.astype(np.int64)}))
+
+
+def _injected_on(injected: Table | None, cpu: int) -> Table | None:
+    """The injections on `cpu`, in time order."""
+    if injected is None or not injected.rows:
+        return None
+    on_cpu = injected.where(cpu=cpu)
+    return on_cpu.filter(np.argsort(on_cpu["start_ns"], kind="stable"))
+
+
+def _injected_between(on_cpu: Table | None, first: int, last: int) -> Table | None:
+    """Those of one CPU's injections (in time order) that overlap [first, last]."""
+    if on_cpu is None:
+        return None
+    starts = on_cpu["start_ns"]
+    return on_cpu.filter((starts <= last) & (starts + on_cpu["duration_ns"] >= first))
 
 
 def _chunks(starts: np.ndarray) -> list[slice]:

@@ -187,7 +187,8 @@ class ScanTracing:
         detours = tables.get("detours")
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
                                                         for _, c in self.captures):
-            attribution = attribute(detours, trace, coverage)
+            attribution = attribute(detours, trace, coverage,
+                                    injected=_invisible_to_the_kernel(tables.get("injections")))
             release_free_memory()
             tables["detours"] = attribution.annotate(detours)
             tables["detour_causes"] = attribution.causes
@@ -284,3 +285,12 @@ def tracing_cost(untraced: list[dict] | None, traced: list[dict] | None) -> dict
         "detours_per_s_increase": float(np.mean([c["traced_detours_per_s"] - c["untraced_detours_per_s"]
                                                  for c in per_cpu])),
     }
+
+
+def _invisible_to_the_kernel(injections: Table | None) -> Table | None:
+    """The injections whose time the trace cannot name: signal handlers spin
+    in user space in the sampler's own thread. An injecting thread is named
+    from its sched_switch events like any other task."""
+    if injections is None or not injections.rows:
+        return None
+    return injections.filter(injections["mode"] == "signal")
