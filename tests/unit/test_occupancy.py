@@ -65,6 +65,19 @@ def test_exact_shares_on_a_known_timeline():
     by_name = occupancy(events, {0: (1,)}, workload_comm=r"^task1[01]$", cpus=[0], start_ns=0,
                         end_ns=100)
     assert by_name == rows[:1]
+    # A CPU that never switched in the window ran what its other events saw
+    # current (its timer interrupts): pid 99 throughout, foreign. An event
+    # outside the window says nothing about it.
+    observed = Table({"cpu": np.array([2, 2, 2], np.int32), "timestamp_ns": np.array([-5, 20, 70]),
+                      "pid": np.array([10, 99, 99])})
+    seen = occupancy(events, sibling_pairs([(0, 1, 2)]), workload_pids={10, 11}, cpus=[0],
+                     start_ns=0, end_ns=100, observed=observed)
+    assert seen[0] == rows[0]  # CPU 1 switched: its switches decide
+    assert seen[1] == Occupancy(cpu=0, sibling=2, workload_ns=90, same_ns=0, idle_ns=0,
+                                foreign_ns=90, unknown_ns=0)
+    outside = occupancy(events, {0: (2,)}, workload_pids={10, 11}, cpus=[0], start_ns=0,
+                        end_ns=100, observed=observed.filter(observed["timestamp_ns"] < 0))
+    assert outside[0].unknown_ns == 90
 
 
 def brute_force(events: Table, cpu: int, sibling: int, members: set[int], start: int, end: int,

@@ -10,7 +10,9 @@ to zero; `nosmt` removes the siblings altogether.
 
 Each CPU's timeline is a step function: from one of its switch events to
 the next it runs `next_pid`; before its first event in the window it ran
-that event's `prev_pid`.
+that event's `prev_pid`. A CPU with no switch in the window ran one task
+throughout: the one any other event recorded on it (`observed`: cpu,
+timestamp_ns, pid, e.g. its timer interrupts) says was current.
 """
 
 from __future__ import annotations
@@ -59,16 +61,29 @@ def sibling_pairs(groups: Iterable[Iterable[int]]) -> dict[int, tuple[int, ...]]
     return pairs
 
 
-def _timeline(events: Table, cpu: int, start_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Breakpoints and the pid running from each one on (UNKNOWN_PID without events)."""
+def _timeline(events: Table, cpu: int, start_ns: int,
+              running: int = UNKNOWN_PID) -> tuple[np.ndarray, np.ndarray]:
+    """Breakpoints and the pid running from each one on (`running` without
+    switch events)."""
     mine = events.where(cpu=cpu)
     if mine.rows == 0:
-        return np.array([start_ns], np.int64), np.array([UNKNOWN_PID], np.int64)
+        return np.array([start_ns], np.int64), np.array([running], np.int64)
     order = np.argsort(mine["timestamp_ns"], kind="stable")
     times = mine["timestamp_ns"][order].astype(np.int64)
     after = mine["next_pid"][order].astype(np.int64)
     before = np.int64(mine["prev_pid"][order][0])
     return np.concatenate(([start_ns], times)), np.concatenate(([before], after))
+
+
+def _current(observed: Table | None, cpu: int, start: int, end: int) -> int:
+    """The task an observation on `cpu` inside [start, end] saw current
+    (UNKNOWN_PID without one). Used only where the CPU did not switch in that
+    window, so any of them will do."""
+    if observed is None or not observed.rows:
+        return UNKNOWN_PID
+    times = observed["timestamp_ns"]
+    pids = observed["pid"][(observed["cpu"] == cpu) & (times >= start) & (times <= end)]
+    return int(pids[0]) if len(pids) else UNKNOWN_PID
 
 
 def _state_at(points: np.ndarray, times: np.ndarray, pids: np.ndarray) -> np.ndarray:
@@ -78,12 +93,14 @@ def _state_at(points: np.ndarray, times: np.ndarray, pids: np.ndarray) -> np.nda
 def occupancy(events: Table, siblings: dict[int, tuple[int, ...]], *,
               workload_pids: Collection[int] = (), workload_comm: str | None = None,
               cpus: Iterable[int] | None = None, start_ns: int | None = None,
-              end_ns: int | None = None) -> list[Occupancy]:
+              end_ns: int | None = None, observed: Table | None = None) -> list[Occupancy]:
     """Sibling occupancy for every workload CPU and sibling pair.
 
     A task belongs to the workload when its pid is in workload_pids or its comm
     matches the regular expression workload_comm. The window defaults to the
-    first and last event of the table."""
+    first and last event of the table. `observed` (cpu, timestamp_ns, pid:
+    the task current when any other event fired) tells what a CPU without a
+    switch in the window ran."""
     if events.rows == 0:
         return []
     times = events["timestamp_ns"].astype(np.int64)
@@ -103,9 +120,10 @@ def occupancy(events: Table, siblings: dict[int, tuple[int, ...]], *,
                       {int(c) for c in np.unique(events["cpu"])} & set(siblings))
     result = []
     for cpu in measured:
-        own_times, own_pids = _timeline(events, cpu, start)
+        own_times, own_pids = _timeline(events, cpu, start, _current(observed, cpu, start, end))
         for sibling in siblings.get(cpu, ()):
-            other_times, other_pids = _timeline(events, sibling, start)
+            other_times, other_pids = _timeline(events, sibling, start,
+                                                _current(observed, sibling, start, end))
             points = np.union1d(own_times, other_times)
             points = points[(points >= start) & (points < end)]
             lengths = np.diff(np.append(points, end))

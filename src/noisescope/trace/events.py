@@ -72,6 +72,7 @@ SCHED_WAKEUP = Tracepoint("sched", "sched_wakeup", number="pid", label="comm")
 # context; recorded only where the tasks of a process tree are needed (SMT
 # occupancy of a workload), not by scans.
 SCHED_FORK = Tracepoint("sched", "sched_process_fork", number="child_pid", label="child_comm")
+HRTIMER_EXPIRE = Tracepoint("timer", "hrtimer_expire_entry", label="function", label_kind="symbol")
 TRACEPOINTS: tuple[Tracepoint, ...] = (
     *_vector_events((LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS)),
     Tracepoint("irq", "irq_handler_entry", number="irq", label="name"),
@@ -82,7 +83,7 @@ TRACEPOINTS: tuple[Tracepoint, ...] = (
     Tracepoint("exceptions", "page_fault_user", number="error_code"),
     Tracepoint("exceptions", "page_fault_kernel", number="error_code"),
     # Which hrtimer a local timer interrupt ran: the tick or someone's wakeup.
-    Tracepoint("timer", "hrtimer_expire_entry", label="function", label_kind="symbol"),
+    HRTIMER_EXPIRE,
     Tracepoint("workqueue", "workqueue_execute_start", label="function", label_kind="symbol"),
     Tracepoint("workqueue", "workqueue_execute_end", label="function", label_kind="symbol"),
     # The osnoise tracer's own accounting, where the kernel has it and the

@@ -34,13 +34,15 @@ from ..errors import UsageError
 from ..host import HostFacts
 from ..tables import Table
 from ..units import format_cpu_list, parse_cpu_list
-from .events import SCHED_FORK, SCHED_SWITCH, SCHED_WAKEUP, TraceEvents
+from .events import HRTIMER_EXPIRE, SCHED_FORK, SCHED_SWITCH, SCHED_WAKEUP, TraceEvents
 from .session import Recording, TraceSession
 from .switches import complete_switches
 from .tracefs import TracingUnavailable
 
 MODES = ("auto", "on", "off")
-TRACEPOINTS = (SCHED_WAKEUP, SCHED_FORK, SCHED_SWITCH)
+# The hrtimer expiries (the tick, at least, on every busy CPU) tell which task
+# was running even on a sibling that never switched during a run.
+TRACEPOINTS = (SCHED_WAKEUP, SCHED_FORK, SCHED_SWITCH, HRTIMER_EXPIRE)
 RECORDING_NS = 1_000_000_000  # sizes the default buffers: the session's minimum, 8 MiB per CPU
 OCCUPANCY_COLUMNS = ("order", "cpu", "sibling", "traced_ns", "tasks", "workload_ns",
                      *(f"{c}_ns" for c in CATEGORIES))
@@ -170,7 +172,8 @@ class SiblingRecorder:
         switches = complete_switches(trace.switches, trace.events)
         cpus = self.plan.cpus.get(configuration, ())
         rows = occupancy(switches, {c: self.plan.siblings[c] for c in cpus}, workload_pids=tasks,
-                         cpus=cpus, start_ns=start_ns, end_ns=max(end, start_ns))
+                         cpus=cpus, start_ns=start_ns, end_ns=max(end, start_ns),
+                         observed=trace.events)
         columns: dict[str, list] = {name: [] for name in OCCUPANCY_COLUMNS}
         for row in rows:
             values = {"order": order, "traced_ns": max(0, end - start_ns), "tasks": len(tasks),
