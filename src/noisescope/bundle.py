@@ -156,6 +156,8 @@ class Bundle:
                     self._park(partial / PARKED)
                 self._write_files(partial)
                 os.rename(partial, destination)  # replaces an empty directory too
+                # kept until now: any failure above unparks the tables from there
+                shutil.rmtree(destination / PARKED, ignore_errors=True)
             except BaseException:
                 try:
                     self._unpark()
@@ -209,7 +211,6 @@ class Bundle:
             else:
                 _write_table(table, directory / file)
             entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
-        shutil.rmtree(directory / PARKED, ignore_errors=True)  # kept until now: a failure unparks
         self.manifest["tables"] = entries
         with open(directory / MANIFEST, "w") as out:
             json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)

@@ -183,6 +183,15 @@ def test_a_failed_write_keeps_the_released_tables(tmp_path, monkeypatch):
     assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
 
 
+def test_a_manifest_that_cannot_be_written_keeps_the_released_tables_and_says_why(tmp_path):
+    bundle = Bundle(minimal_manifest(), results_of_a_scan())
+    bundle.manifest["unstorable"] = object()  # after every table was written
+    with pytest.raises(TypeError, match="cannot store object"):
+        bundle.write(tmp_path / "b", release_tables=True)
+    assert os.listdir(tmp_path) == []
+    assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
+
+
 def test_a_stored_table_is_written_when_first_needed(tmp_path):
     import pyarrow.parquet as pq
 
