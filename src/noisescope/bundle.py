@@ -204,7 +204,7 @@ class Bundle:
         for name, table in sorted(self._tables.items()):
             file = f"{name}.parquet"
             if isinstance(table, StoredTable):
-                shutil.copyfile(table.ready(), directory / file)  # the caller removes its file
+                _link_or_copy(table.ready(), directory / file)  # the caller removes its file
             elif isinstance(table, ParkedTable):
                 _write_table(table, directory / file)
                 release_free_memory()  # what writing it took, before the next one
@@ -217,6 +217,15 @@ class Bundle:
             out.write("\n")
             out.flush()
             os.fsync(out.fileno())
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A second name for the file where the filesystem allows (no second copy
+    on disk), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _json_default(value):

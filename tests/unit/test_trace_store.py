@@ -9,14 +9,16 @@ import subprocess
 import time
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import noisescope
 from noisescope.bundle import Bundle
 from noisescope.clock import MeasurementClock
 from noisescope.errors import UsageError
-from noisescope.tables import Table
+from noisescope.tables import StoredTable, Table
 from noisescope.trace import attribute
+from noisescope.trace.events import EVENT_COLUMNS, SWITCH_COLUMNS
 from noisescope.trace.session import MAX_BUFFER_KB, MIN_BUFFER_KB, TraceClock, buffer_kb_for
 from noisescope.trace.store import EventSpool
 from noisescope.trace.tracefs import (
@@ -129,8 +131,8 @@ def test_spooled_events_read_back_like_the_ones_in_memory(tmp_path, captured_tra
     for name in switches.columns:
         assert np.array_equal(from_disk.switches[name], in_memory.switches[name]), name
     assert stored.read(7, start, end).events.rows == 0
-    tables = spool.stored_tables()
-    assert tables["events"].rows == events.rows and tables["sched_switch"].rows == switches.rows
+    assert pq.read_metadata(stored.events_path).num_rows == events.rows
+    assert pq.read_metadata(stored.switches_path).num_rows == switches.rows
 
 
 def test_attribution_is_the_same_from_disk_and_from_memory(tmp_path, captured_trace):
@@ -151,8 +153,10 @@ def test_bundles_copy_stored_tables_in(tmp_path, captured_trace):
     (tmp_path / "spool").mkdir()
     spool = EventSpool(tmp_path / "spool")
     spool.append(captured_trace)
-    spool.finish()
-    stored = spool.stored_tables()
+    source = spool.finish()
+    stored = {"events": StoredTable(source.events_path, captured_trace.events.rows, list(EVENT_COLUMNS)),
+              "sched_switch": StoredTable(source.switches_path, captured_trace.switches.rows,
+                                          list(SWITCH_COLUMNS))}
     assert stored["events"].load().rows == captured_trace.events.rows  # readable before writing
     bundle = Bundle(minimal_manifest(), {**stored, "small": Table({"x": [1, 2]})})
     written = noisescope.load(bundle.write(tmp_path / "b"))

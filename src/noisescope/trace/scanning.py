@@ -136,6 +136,8 @@ class ScanTracing:
             except KeyboardInterrupt:
                 self.interrupted_collection = True
                 break
+            if not self.spooling:  # nothing reads these pages again: free the disk (often tmpfs)
+                recording.remove_files()
             release_free_memory()
         captures = [c for _, c in self.captures]
         if self.spooling and self.session.layout is not None:
@@ -154,6 +156,7 @@ class ScanTracing:
             assert self.session is not None
             for _, recording in self.recordings[:len(self.captures)]:
                 self.session.decode(recording, spool.append)
+                recording.remove_files()  # the spool holds its events now
                 release_free_memory()
             spool.finish()
 

@@ -136,6 +136,13 @@ class Recording:
     pages: dict[int, Path] = field(default_factory=dict)  # raw pages of each CPU
     text: Path | None = None  # or the text rendering (text reader)
 
+    def remove_files(self) -> None:
+        """Delete the copies of the buffers (once nothing will decode them again)."""
+        for path in self.pages.values():
+            path.unlink(missing_ok=True)
+        if self.text is not None:
+            self.text.unlink(missing_ok=True)
+
 
 @dataclass
 class Capture:

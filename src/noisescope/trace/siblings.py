@@ -159,10 +159,7 @@ class SiblingRecorder:
         """The occupancy rows of one run (its order, configuration, first
         process and time on the bundle's timeline) from its recording."""
         capture = self.session.decode(recording)
-        for path in recording.pages.values():
-            path.unlink()
-        if recording.text is not None:
-            recording.text.unlink()
+        recording.remove_files()
         trace = capture.events or TraceEvents.empty()
         coverage = capture.coverage
         end = min(end_ns, int(coverage["end_ns"].min()))

@@ -3,7 +3,7 @@
 A busy machine records tens of thousands of events a second per CPU: too
 many to hold for a long scan. `EventSpool` writes them batch by batch to two
 Parquet files (one row group per batch of one CPU, so reading a CPU and a
-time range skips the rest), and the bundle moves the files in. Readers get
+time range skips the rest), and the bundle links (or copies) the files in. Readers get
 events by CPU and time range from any kind of source:
 
 - `TraceEvents` (in memory; `events.py`),
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..tables import StoredTable, Table
-from .events import EVENT_COLUMNS, SWITCH_COLUMNS, RawDecoder, TraceEvents
+from ..tables import Table
+from .events import RawDecoder, TraceEvents
 
 
 class EventSource(Protocol):
@@ -141,8 +141,6 @@ class EventSpool:
     """Appends TraceEvents batches to Parquet files in `directory`."""
 
     directory: Path
-    events: int = 0
-    switches: int = 0
     _writers: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -154,8 +152,6 @@ class EventSpool:
                                   ("sched_switch", batch.switches, self.source.switches_path)):
             if table.rows:
                 self._write(name, table, path)
-        self.events += batch.events.rows
-        self.switches += batch.switches.rows
 
     def _write(self, name: str, table: Table, path: Path) -> None:
         import pyarrow.parquet as pq
@@ -176,10 +172,4 @@ class EventSpool:
                 self._write(name, table, path)
             self._writers.pop(name).close()
         return self.source
-
-    def stored_tables(self) -> dict[str, StoredTable]:
-        """The files as bundle tables (finish() first)."""
-        return {"events": StoredTable(self.source.events_path, self.events, list(EVENT_COLUMNS)),
-                "sched_switch": StoredTable(self.source.switches_path, self.switches,
-                                            list(SWITCH_COLUMNS))}
 
