@@ -65,6 +65,14 @@ def test_cause_breakdown_stacks_the_shares_per_cpu():
     assert sorted(round(b.get_width()) for b in bars) == [40, 60]  # thread = 30 + 10
 
 
+def test_every_cause_has_a_colour_of_its_own():
+    from noisescope.render.plots import CAUSE_COLORS
+    from noisescope.trace.attribute import CAUSES
+
+    assert tuple(CAUSE_COLORS) == CAUSES
+    assert len(set(CAUSE_COLORS.values())) == len(CAUSES)
+
+
 def test_timer_latency_histogram_leaves_gaps_between_buckets_empty():
     from noisescope.render.plots import timerlat_histogram
 

@@ -46,6 +46,11 @@ STYLE = {
     "legend.frameon": False,
 }
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+# One colour per cause of detours (trace.attribute.CAUSES), none shared; the
+# causes the guest cannot explain in greys.
+CAUSE_COLORS = {"tick": "#1f77b4", "timer": "#aec7e8", "irq": "#d62728", "ipi": "#ff9896",
+                "softirq": "#2ca02c", "nmi": "#8c564b", "fault": "#e377c2", "thread": "#ff7f0e",
+                "injected": "#9467bd", "unexplained": "#7f7f7f", "untraced": "#c7c7c7"}
 SECOND = 1e9
 
 
@@ -490,8 +495,6 @@ def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
 
 @styled
 def cause_breakdown(bundles: list[Bundle]) -> list[Figure]:
-    from ..trace.attribute import CAUSES
-
     rows = [(b, s) for b in bundles for s in b.summaries.get("attribution", []) if s["causes"]]
     if not rows:
         return []
@@ -502,7 +505,7 @@ def cause_breakdown(bundles: list[Bundle]) -> list[Figure]:
     ax = axes[0, 0]
     labels = [panel_title(b, s["cpu"], names, _several(bundles)) for b, s in rows]
     left = np.zeros(len(rows))
-    for cause, color in zip(CAUSES, _cycle(), strict=False):
+    for cause, color in CAUSE_COLORS.items():
         share = np.array([sum(c["share_pct"] for c in s["causes"] if c["cause"] == cause)
                           for _, s in rows])
         if share.any():
