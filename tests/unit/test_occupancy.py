@@ -78,6 +78,12 @@ def test_exact_shares_on_a_known_timeline():
     outside = occupancy(events, {0: (2,)}, workload_pids={10, 11}, cpus=[0], start_ns=0,
                         end_ns=100, observed=observed.filter(observed["timestamp_ns"] < 0))
     assert outside[0].unknown_ns == 90
+    # No switch anywhere in the window: both CPUs known from observations only.
+    quiet = switches([(0, 200, 10, 0)]).filter(np.zeros(1, bool))
+    both = Table({"cpu": np.array([0, 1], np.int32), "timestamp_ns": np.array([50, 60]),
+                  "pid": np.array([10, 99])})
+    assert occupancy(quiet, {0: (1,)}, workload_pids={10}, cpus=[0], start_ns=0, end_ns=100,
+                     observed=both) == [Occupancy(0, 1, 100, 0, 0, 100, 0)]
 
 
 def brute_force(events: Table, cpu: int, sibling: int, members: set[int], start: int, end: int,

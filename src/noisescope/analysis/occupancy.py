@@ -61,13 +61,14 @@ def sibling_pairs(groups: Iterable[Iterable[int]]) -> dict[int, tuple[int, ...]]
     return pairs
 
 
-def _timeline(events: Table, cpu: int, start_ns: int,
-              running: int = UNKNOWN_PID) -> tuple[np.ndarray, np.ndarray]:
-    """Breakpoints and the pid running from each one on (`running` without
-    switch events)."""
+def _timeline(events: Table, cpu: int, start_ns: int, end_ns: int,
+              observed: Table | None) -> tuple[np.ndarray, np.ndarray]:
+    """Breakpoints and the pid running from each one on (without a switch in
+    the window, the task an observation saw throughout)."""
     mine = events.where(cpu=cpu)
     if mine.rows == 0:
-        return np.array([start_ns], np.int64), np.array([running], np.int64)
+        return np.array([start_ns], np.int64), np.array([_current(observed, cpu, start_ns, end_ns)],
+                                                         np.int64)
     order = np.argsort(mine["timestamp_ns"], kind="stable")
     times = mine["timestamp_ns"][order].astype(np.int64)
     after = mine["next_pid"][order].astype(np.int64)
@@ -101,8 +102,8 @@ def occupancy(events: Table, siblings: dict[int, tuple[int, ...]], *,
     first and last event of the table. `observed` (cpu, timestamp_ns, pid:
     the task current when any other event fired) tells what a CPU without a
     switch in the window ran."""
-    if events.rows == 0:
-        return []
+    if events.rows == 0 and (start_ns is None or end_ns is None):
+        return []  # no window to look at
     times = events["timestamp_ns"].astype(np.int64)
     start = int(times.min()) if start_ns is None else int(start_ns)
     end = int(times.max()) if end_ns is None else int(end_ns)
@@ -120,10 +121,9 @@ def occupancy(events: Table, siblings: dict[int, tuple[int, ...]], *,
                       {int(c) for c in np.unique(events["cpu"])} & set(siblings))
     result = []
     for cpu in measured:
-        own_times, own_pids = _timeline(events, cpu, start, _current(observed, cpu, start, end))
+        own_times, own_pids = _timeline(events, cpu, start, end, observed)
         for sibling in siblings.get(cpu, ()):
-            other_times, other_pids = _timeline(events, sibling, start,
-                                                _current(observed, sibling, start, end))
+            other_times, other_pids = _timeline(events, sibling, start, end, observed)
             points = np.union1d(own_times, other_times)
             points = points[(points >= start) & (points < end)]
             lengths = np.diff(np.append(points, end))
