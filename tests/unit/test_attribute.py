@@ -127,6 +127,33 @@ def test_injected_signal_handler_time_is_injected_below_the_kernel_s_handlers():
     assert splits[1] == {NOTHING: 5_000}  # no injection there, on this CPU
 
 
+def test_a_preempted_injection_is_injected_before_and_after_the_other_task():
+    # The spin (30-50 us, as the injector recorded it) is preempted by a
+    # kworker from 35 to 40 us and interrupted by the tick at 44-46 us.
+    injected = Table({"cpu": np.array([1], np.int32), "mode": np.array(["signal"], dtype=object),
+                      "start_ns": np.array([30_000]), "duration_ns": np.array([20_000])})
+    splits, _, _ = explain([
+        line(20_000, "local_timer_entry", "vector=236"),
+        line(21_000, "hrtimer_expire_entry", "hrtimer=0000 function=posix_timer_fn now=1"),
+        line(26_000, "local_timer_exit", "vector=236"),
+        switch(35_000, "ns-detour/1", 100, "kworker/1:1", 50),
+        switch(40_000, "kworker/1:1", 50, "ns-detour/1", 100),
+        line(44_000, "local_timer_entry", "vector=236"),
+        line(44_500, "hrtimer_expire_entry", "hrtimer=0000 function=tick_nohz_handler now=1"),
+        line(46_000, "local_timer_exit", "vector=236"),
+    ], [(18_000, 34_000)], injected=injected)
+    assert splits[0] == {("timer", "posix_timer_fn"): 6_000, ("thread", "kworker/1:1"): 5_000,
+                         ("tick", ""): 2_000, ("injected", "signal"): 13_000, OUTSIDE: 8_000}
+
+
+def test_injected_intervals_are_merged_before_they_are_measured():
+    from noisescope.trace.attribute import _Intervals
+
+    union = _Intervals(np.array([50, 0, 10, 100]), np.array([60, 20, 30, 100]))  # 0-30, 50-60
+    times = np.array([-5, 0, 15, 30, 40, 55, 1000])
+    assert union.covered(times).tolist() == [0, 0, 15, 30, 30, 35, 40]
+
+
 def test_nmi_known_by_its_end_and_length():
     splits, primary, _ = explain([
         line(405000, "nmi_handler", "perf_event_nmi_handler() delta_ns: 2000 handled: 1"),

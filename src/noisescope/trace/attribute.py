@@ -12,7 +12,8 @@ nanosecond of a span then goes to exactly one cause:
 - otherwise, inside noise that noisescope injected itself (its injector
   records when each injection ran): `injected` (by mode). A signal
   handler's spin runs in user space in the sampler's own thread, where the
-  kernel records nothing;
+  kernel records nothing; when another task preempts the spin, that task's
+  time is its own and the rest of the spin is still `injected`;
 - otherwise `unexplained`: the CPU was gone and the guest kernel did nothing
   visible. Detail `no guest activity` when the whole span holds no guest
   activity at all (the hypervisor, firmware/SMI, hardware); `outside guest
@@ -283,10 +284,9 @@ _BATCH = 65_536
 
 def build_timeline(events: Table, switches: Table, labels: Labels,
                    tasks: dict[tuple[int, str], int], osnoise: set[str],
-                   owner: int | None = None, injected: Table | None = None) -> Timeline:
+                   owner: int | None = None) -> Timeline:
     """Replay one CPU's events (both tables restricted to it, each by time),
-    with the switches missing from the trace put back, and the noise injected
-    on it (cpu, mode, start_ns, duration_ns), if any."""
+    with the switches missing from the trace put back."""
     switches = complete_switches(switches, events)
     builder = _TimelineBuilder(labels, tasks, osnoise, owner)
     if switches.rows:
@@ -295,11 +295,6 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
     overlay, overlay_start, overlay_label = _overlays(events, labels, osnoise)
     overlay_end = ev_ts[overlay]
-    if injected is not None and injected.rows:
-        overlay_start = np.concatenate([overlay_start, injected["start_ns"]])
-        overlay_end = np.concatenate([overlay_end, injected["start_ns"] + injected["duration_ns"]])
-        overlay_label = np.concatenate([overlay_label, [labels.id("injected", mode)
-                                                        for mode in injected["mode"].tolist()]])
     overlays = len(overlay_start)
     kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
                       [len(ev_ts), len(sw_ts), overlays, overlays])
@@ -377,7 +372,7 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     for cpu in np.unique(spans["cpu"]).tolist():
         owner = (owners or {}).get(cpu)
         margin = OWNER_MARGIN_NS if owner is not None else 0
-        injected_here = _injected_on(injected, cpu)
+        injected_here = _injected_on(injected, cpu, labels)
         index = np.flatnonzero(spans["cpu"] == cpu)
         index = index[np.argsort(spans["start_ns"][index], kind="stable")]
         starts = spans["start_ns"][index]
@@ -390,14 +385,13 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
         for chunk in _chunks(starts):
             first, last = int(starts[chunk][0]) - margin, int(ends[chunk].max()) + margin
             part = trace.read(cpu, first, last)
-            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise, owner,
-                                      _injected_between(injected_here, first, last))
+            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise, owner)
             chunk_index, chunk_starts, chunk_ends = index[chunk], starts[chunk], ends[chunk]
             event_counts[chunk_index] = (
                 np.searchsorted(timeline.event_times, chunk_ends, side="right")
                 - np.searchsorted(timeline.event_times, chunk_starts, side="left"))
             span_rows, label_rows, ns_rows = _split(timeline, chunk_starts, chunk_ends, labels, tasks,
-                                                    owner)
+                                                    owner, injected_here)
             rows.append((chunk_index[span_rows], label_rows, ns_rows))
             primary[chunk_index] = _primary(len(chunk_index), span_rows, label_rows, ns_rows, labels)
     span_index = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
@@ -415,20 +409,34 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
                "duration_ns": ns.astype(np.int64)}))
 
 
-def _injected_on(injected: Table | None, cpu: int) -> Table | None:
-    """The injections on `cpu`, in time order."""
+class _Intervals:
+    """The union of some (non-empty set of) time intervals, and how much of it
+    lies before any given time."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+        reach = np.maximum.accumulate(ends)
+        first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1]])  # of each merged interval
+        self.starts = starts[first]
+        self.lengths = np.maximum.reduceat(ends, first) - self.starts
+        self.before = np.concatenate(([0], np.cumsum(self.lengths)))  # total before interval i
+
+    def covered(self, times: np.ndarray) -> np.ndarray:
+        """Length of the union before each time."""
+        k = np.maximum(np.searchsorted(self.starts, times, side="right") - 1, 0)
+        return self.before[k] + np.clip(times - self.starts[k], 0, self.lengths[k])
+
+
+def _injected_on(injected: Table | None, cpu: int, labels: Labels) -> list[tuple[int, _Intervals]]:
+    """The time of the injections on `cpu`, by label (`injected` and the mode)."""
     if injected is None or not injected.rows:
-        return None
+        return []
     on_cpu = injected.where(cpu=cpu)
-    return on_cpu.filter(np.argsort(on_cpu["start_ns"], kind="stable"))
-
-
-def _injected_between(on_cpu: Table | None, first: int, last: int) -> Table | None:
-    """Those of one CPU's injections (in time order) that overlap [first, last]."""
-    if on_cpu is None:
-        return None
-    starts = on_cpu["start_ns"]
-    return on_cpu.filter((starts <= last) & (starts + on_cpu["duration_ns"] >= first))
+    starts, modes = on_cpu["start_ns"], on_cpu["mode"]
+    return [(labels.id("injected", mode), _Intervals(starts[modes == mode],
+                                                     (starts + on_cpu["duration_ns"])[modes == mode]))
+            for mode in sorted(set(modes.tolist()))]
 
 
 def _chunks(starts: np.ndarray) -> list[slice]:
@@ -446,9 +454,12 @@ def _chunks(starts: np.ndarray) -> list[slice]:
 
 
 def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Labels,
-           tasks: dict[tuple[int, str], int], owner: int | None = None
+           tasks: dict[tuple[int, str], int], owner: int | None = None,
+           injected: list[tuple[int, _Intervals]] = ()
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(span, label, ns) for every cause with time in each span."""
+    """(span, label, ns) for every cause with time in each span. `injected`:
+    the time noisescope injected on this CPU, by label; it takes what no
+    kernel handler and no other task explains."""
     seg_starts = timeline.starts
     first = np.searchsorted(seg_starts, starts, side="right") - 1
     last = np.maximum(np.searchsorted(seg_starts, ends, side="left") - 1, first)
@@ -484,7 +495,17 @@ def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Lab
         before = (pid != owner) & (task >= 0) & ~idle & ~woken
     handler = (label >= 0) & ~(is_fault[label] & (foreign | before))  # another task's fault: its time
     resolved = np.where(handler, label, np.where(foreign, thread_label[task], -1))
-    explained = np.bincount(span, weights=(resolved >= 0) * overlap, minlength=len(starts)) > 0
+    # Injected time takes what neither a handler nor another task explains, in
+    # whatever pieces it falls (a preempted injection resumes in a later one).
+    piece_start = np.maximum(seg_starts[seg], starts[span])
+    piece_end = piece_start + np.maximum(overlap, 0)
+    injected_pieces = []  # (label, ns) for every piece, one pair per kind of injection
+    for injected_label, intervals in injected:
+        inside = np.where(resolved < 0, intervals.covered(piece_end) - intervals.covered(piece_start), 0)
+        overlap = overlap - inside
+        injected_pieces.append((np.full(len(span), injected_label, np.int32), inside))
+    explained_ns = (resolved >= 0) * np.maximum(overlap, 0) + sum(ns for _, ns in injected_pieces)
+    explained = np.bincount(span, weights=explained_ns, minlength=len(starts)) > 0
     no_guest, outside = labels.id("unexplained", NO_GUEST_ACTIVITY), \
         labels.id("unexplained", OUTSIDE_HANDLERS)
     fallback = np.where(explained[span], outside, no_guest)
@@ -493,6 +514,10 @@ def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Lab
                             np.where(before, labels.id("unexplained", BEFORE_WAKEUP), fallback))
     resolved = np.where(resolved >= 0, resolved, fallback)
 
+    if injected_pieces:
+        span = np.tile(span, 1 + len(injected_pieces))
+        resolved = np.concatenate([resolved, *(label_ids for label_ids, _ in injected_pieces)])
+        overlap = np.concatenate([overlap, *(ns for _, ns in injected_pieces)])
     keep = overlap > 0
     span, resolved, overlap = span[keep], resolved[keep], overlap[keep]
     width = len(labels.pairs)
