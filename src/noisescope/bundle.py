@@ -59,7 +59,7 @@ class Bundle:
                  path: Path | None = None):
         self.manifest = manifest
         self.path = path
-        self._tables: dict[str, Table | StoredTable] = dict(tables or {})
+        self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
 
     # -- manifest views -------------------------------------------------
     @property
