@@ -19,6 +19,7 @@ import pytest
 import noisescope
 from noisescope.cluster.scan import ALIGNMENT_TOLERANCE_NS
 
+from ..helpers import ATTEMPTS
 from ..unit.test_bundle import validate
 
 pytestmark = [
@@ -111,9 +112,24 @@ def bsp(tmp_path, name, *extra):
     return bundle
 
 
+# A rank without injected noise whose work alone ran this much slower than its
+# fastest block was slowed by the host (a vCPU sharing its core): the run says
+# nothing about our injection, so it is measured again (a bounded number of times).
+HOST_SLOWDOWN = 0.05
+
+
+def bsp_without_host_slowdown(tmp_path, name, *extra):
+    for attempt in range(ATTEMPTS):
+        bundle = bsp(tmp_path, f"{name}-{attempt}", *extra)
+        clean = [r for r in bundle.summaries["ranks"] if r["rank"] == 0 or not extra]
+        if max(r["local_slowdown"] for r in clean) < HOST_SLOWDOWN:
+            break
+    return bundle
+
+
 def test_bsp_measures_a_larger_slowdown_with_noise_on_one_rank(tmp_path):
-    quiet = bsp(tmp_path, "quiet")
-    noisy = bsp(tmp_path, "noisy", "--inject", "500Hz:200us@cpu1")
+    quiet = bsp_without_host_slowdown(tmp_path, "quiet")
+    noisy = bsp_without_host_slowdown(tmp_path, "noisy", "--inject", "500Hz:200us@cpu1")
     q, n = quiet.summaries["bsp"][0], noisy.summaries["bsp"][0]
     # 10% of rank 1's CPU taken: the synchronized loop pays for it on every rank
     assert n["measured_slowdown"] > q["measured_slowdown"] + 0.04, (q, n)
