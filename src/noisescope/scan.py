@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 from .analysis.spectrum import add_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
@@ -47,10 +48,17 @@ SLEEPING_PROBES = {"timerlat"}
 # probe after probe. The gap covers ending one probe and preparing the next.
 ALIGNED_PROBE_GAP_NS = 500_000_000
 
-ScanProgress = Callable[[str, float], None]  # probe name, fraction done
-# A progress callback is called when each probe starts and ends, and also about
-# once a second while it measures unless its `live` attribute is false: each of
-# those updates wakes this process on one of the measured CPUs (a detour).
+
+
+class ScanProgress(Protocol):
+    """Told when each probe starts and ends (fraction 0 and 1), and, when
+    `live`, about once a second while it measures: each of those updates
+    wakes this process on one of the measured CPUs (a detour), so only a
+    display someone watches should ask for them."""
+
+    live: bool
+
+    def __call__(self, probe: str, fraction: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -286,7 +294,7 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
             if locking != "locked":
                 scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
             for index, name in enumerate(options.probes):
-                live = progress is not None and getattr(progress, "live", True)
+                live = progress is not None and progress.live
                 report = (lambda fraction, n=name: progress(n, fraction)) if live else None
                 if progress:
                     progress(name, 0.0)
