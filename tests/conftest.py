@@ -31,9 +31,9 @@ def live_facts():
 @pytest.fixture(scope="session")
 def measured_cpu(live_facts):
     """The CPU the ground-truth tests measure: the last one we may use."""
-    from noisescope.host import allowed_cpus
+    from noisescope.host import default_cpus
 
-    return allowed_cpus(live_facts)[-1]
+    return default_cpus(live_facts)[-1]
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -27,10 +27,13 @@ from .bundle import SCHEMA_VERSION, Bundle, check_destination, tool_info
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError
 from .host import HostFacts, check_cpus
+from .knobs import KnobJournal
 from .placement import Placement, ResolvedPlacement, resolve
 from .privileges import can_use_fifo
 from .probes import PROBES, Injection
 from .probes.inject import BackgroundInjection
+from .smt import SETTINGS as SMT_SETTINGS
+from .smt import SmtSwitch, check_switchable, without_smt
 from .system import check_system
 from .tables import Table
 from .trace.siblings import (
@@ -65,16 +68,26 @@ class Configuration:
     placement: Placement = Placement()
     injections: tuple[Injection, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    smt: str | None = None  # "on"/"off" switched at run time (smt.py); None: as the machine is
+
+    def __post_init__(self) -> None:
+        if self.smt not in (None, *SMT_SETTINGS):
+            raise UsageError(f"unknown SMT setting {self.smt!r}", "use smt = \"on\" or \"off\"")
+        if self.smt == "off" and self.placement.core_scheduling:
+            raise UsageError("core scheduling needs SMT, and this configuration turns it off",
+                             "drop core_scheduling or smt = \"off\" from it")
 
     def describe(self) -> str:
         parts = [self.placement.describe()] if self.placement != Placement() else []
+        parts += [f"SMT {self.smt}"] if self.smt else []
         parts += [f"inject {i.describe()}" for i in self.injections]
         parts += [f"{k}={v}" for k, v in self.env]
         return "; ".join(parts) or "as is"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "placement": self.placement.to_dict(),
-                "injections": [i.to_dict() for i in self.injections], "env": dict(self.env)}
+                "injections": [i.to_dict() for i in self.injections], "env": dict(self.env),
+                "smt": self.smt}
 
 
 @dataclass(frozen=True)
@@ -189,8 +202,11 @@ def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
         workload.check()
     notes: list[Diagnostic] = []
     placements = {}
+    if any(config.smt for config in experiment.configurations):
+        check_switchable(facts)
     for config in experiment.configurations:
-        placements[config.name] = resolved = resolve(config.placement, facts)
+        machine = without_smt(facts) if config.smt == "off" else facts
+        placements[config.name] = resolved = resolve(config.placement, machine)
         if resolved.note:
             notes.append(Diagnostic(Code.PLACEMENT, f"{_config_name(config)}: {resolved.note}"))
         if config.injections:
@@ -204,8 +220,10 @@ def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
     if experiment.runs < FEW_RUNS:
         notes.append(Diagnostic(Code.TOO_FEW_RUNS, f"only {experiment.runs} runs per workload "
                                 f"and configuration"))
+    with_siblings = {c.name for c in experiment.configurations if c.smt != "off"}
     plan, note = plan_occupancy(experiment.occupancy, facts,
-                                {name: resolved.cpus for name, resolved in placements.items()})
+                                {name: resolved.cpus for name, resolved in placements.items()
+                                 if name in with_siblings})
     used = set()
     for resolved in placements.values():
         used.update(resolved.cpus if resolved.cpus is not None else facts.online)
@@ -227,9 +245,13 @@ def run_steps(experiment: Experiment, prepared: Prepared, clock,
     returns the records and whether it was interrupted."""
     steps = plan_steps(experiment)
     records: list[Record] = []
+    journal = KnobJournal("smt")
+    switch = SmtSwitch(journal) if any(c.smt for c in experiment.configurations) else None
     try:
-        with Runner() as runner:
+        with journal, Runner() as runner:
             for step in steps:
+                if switch:
+                    switch.set(step.configuration.smt)
                 record, interrupted = _run_step(step, experiment, prepared, clock, runner, recorder)
                 records.append(record)
                 if progress:
@@ -637,7 +659,8 @@ _EXAMPLES = {"runs": "runs = 10", "warmup": "warmup = 1", "timeout": 'timeout = 
              "metrics": 'metrics = { tps = "tps: ([0-9.]+)" }', "env": 'env = { OMP_NUM_THREADS = "4" }',
              "before": 'before = ["detour"]', "after": 'after = ["detour"]',
              "duration": 'duration = "5s"', "name": 'name = "compile"', "cwd": 'cwd = "src"',
-             "order": 'order = "interleaved"', "core_scheduling": "core_scheduling = true"}
+             "order": 'order = "interleaved"', "core_scheduling": "core_scheduling = true",
+             "smt": 'smt = "off"'}
 
 _SECTIONS = {"experiment": dict, "probes": dict, "workload": list, "configuration": list}
 _EXPERIMENT_KEYS = {"name": (str,), "runs": (int,), "warmup": (int,), "timeout": (str, int, float),
@@ -648,7 +671,7 @@ _WORKLOAD_KEYS = {"name": (str,), "command": (list,), "shell": (str,), "cwd": (s
                   "env": (dict,), "metrics": (dict,)}
 _CONFIGURATION_KEYS = {"name": (str,), "cpus": (str, int), "ncpus": (int,), "layout": (str,),
                        "fifo": (int,), "core_scheduling": (bool,), "inject": (list,),
-                       "env": (dict,)}
+                       "env": (dict,), "smt": (str,)}
 _METRIC_KEYS = {"pattern": (str,), "better": (str,)}
 
 
@@ -777,6 +800,7 @@ def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
             core_scheduling=entry.get("core_scheduling", False))
         injections = tuple(Injection.parse(str(spec), default_mode="thread")
                            for spec in entry.get("inject", []))
+        configuration = Configuration(entry["name"], placement, injections, smt=entry.get("smt"))
     except UsageError as error:
         raise where.error(error.problem, error.hint or "", "configuration", index,
                           _culprit(entry, error)) from None
@@ -784,7 +808,7 @@ def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
     if not all(isinstance(v, str) for v in env.values()):
         raise where.error(f"env values in {title} must be strings", _EXAMPLES["env"],
                           "configuration", index, "env")
-    return Configuration(entry["name"], placement, injections, tuple(env.items()))
+    return replace(configuration, env=tuple(env.items()))
 
 
 def override(experiment: Experiment, *, runs: int | None = None, warmup: int | None = None,

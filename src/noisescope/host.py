@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -106,6 +107,7 @@ class HostFacts:
     rt_period_us: int | None
     hz_estimate: dict[str, object] = field(default_factory=dict)
     packages: dict[str, str] = field(default_factory=dict)  # socket id -> its online CPUs
+    tracers: list[str] = field(default_factory=list)  # the kernel's ftrace tracers (osnoise, ...)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -241,6 +243,21 @@ def _governors(host: HostRoot, cpus: tuple[int, ...]) -> dict[str, str]:
     return governors
 
 
+# Tracers noisescope cares about, by the kernel option that builds them in.
+TRACER_OPTIONS = {"CONFIG_OSNOISE_TRACER": "osnoise", "CONFIG_TIMERLAT_TRACER": "timerlat",
+                  "CONFIG_HWLAT_TRACER": "hwlat", "CONFIG_FUNCTION_TRACER": "function",
+                  "CONFIG_FUNCTION_GRAPH_TRACER": "function_graph"}
+
+
+def _tracers(host: HostRoot, config: dict[str, str]) -> list[str]:
+    """available_tracers where tracefs is mounted, else what the kernel configuration builds in."""
+    for mountpoint in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        listed = host.text(f"{mountpoint}/available_tracers")
+        if listed is not None:
+            return sorted(set(listed.split()) - {"nop"})
+    return sorted(name for option, name in TRACER_OPTIONS.items() if config.get(option) == "y")
+
+
 def _memory_total_kib(host: HostRoot) -> int | None:
     match = re.search(r"^MemTotal:\s+(\d+)", host.text("/proc/meminfo") or "", re.M)
     return int(match.group(1)) if match else None
@@ -289,6 +306,7 @@ def read_host_facts(root: str | os.PathLike[str] = "/", *,
         rt_runtime_us=host.integer("/proc/sys/kernel/sched_rt_runtime_us"),
         rt_period_us=host.integer("/proc/sys/kernel/sched_rt_period_us"),
         packages=packages,
+        tracers=_tracers(host, config),
     )
 
 
@@ -362,24 +380,57 @@ def cpuid_hypervisor_signature() -> str | None:
     return text if text.strip() and text.isprintable() else None
 
 
-def allowed_cpus(facts: HostFacts) -> tuple[int, ...]:
-    allowed = os.sched_getaffinity(0)
-    return tuple(c for c in facts.online if c in allowed)
+def usable_cpus(facts: HostFacts) -> tuple[int, ...]:
+    """The online CPUs a thread of this process may be pinned to: those of its
+    cpuset. That is wider than its affinity where `isolcpus=` took the isolated
+    CPUs out of the default affinity; pinning to them still works, and they are
+    the CPUs people tune and measure. Found by asking the kernel: a throwaway
+    thread sets its affinity to every online CPU, and the kernel keeps those
+    the cpuset allows (the thread stays where it runs: no migration)."""
+    found: list[set[int]] = []
+
+    def ask() -> None:
+        try:
+            os.sched_setaffinity(0, facts.online or os.sched_getaffinity(0))
+        except OSError:  # none of them allowed: the affinity stands
+            pass
+        found.append(os.sched_getaffinity(0))
+
+    probe = threading.Thread(target=ask, name="noisescope-cpus")
+    probe.start()
+    probe.join()
+    return tuple(c for c in facts.online if c in found[0])
+
+
+def default_cpus(facts: HostFacts) -> tuple[int, ...]:
+    """The CPUs to measure when none are named: every usable CPU, isolated ones
+    included, unless something narrowed this process's affinity on purpose
+    (taskset, an MPI launcher's binding); then those. An affinity that only
+    leaves out the isolated CPUs is the boot default, not a choice."""
+    usable = usable_cpus(facts)
+    affinity = set(os.sched_getaffinity(0)) & set(usable)
+    isolated = set(parse_cpu_list(facts.isolated_cpus)) if facts.isolated_cpus else set()
+    if affinity in (set(usable), set(usable) - isolated):
+        return usable
+    return tuple(sorted(affinity))
 
 
 def check_cpus(requested: tuple[int, ...] | None, facts: HostFacts) -> tuple[int, ...]:
-    usable = allowed_cpus(facts)
+    """`requested` checked against the CPUs this process may use (None: the default set)."""
     if requested is None:
-        if not usable:
+        chosen = default_cpus(facts)
+        if not chosen:
             raise UsageError("no online CPU is allowed for this process",
                              "check taskset / cgroup cpusets")
-        return usable
+        return chosen
+    usable = usable_cpus(facts)
     for cpu in requested:
         if cpu not in facts.online:
             raise UsageError(f"CPU {cpu} is offline or does not exist (online: "
                              f"{facts.online_cpus})", f"pick CPUs from {facts.online_cpus}")
         if cpu not in usable:
-            raise UsageError(f"CPU {cpu} is outside this process's allowed CPUs "
+            raise UsageError(f"CPU {cpu} is outside this process's cpuset "
                              f"({format_cpu_list(usable)})",
-                             f"pick CPUs from {format_cpu_list(usable)} or widen the affinity")
+                             f"pick CPUs from {format_cpu_list(usable)} or widen the cpuset "
+                             f"(cgroup cpuset.cpus)")
     return requested

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from .errors import UsageError
-from .host import HostFacts, allowed_cpus, check_cpus
+from .host import HostFacts, check_cpus, default_cpus
 from .privileges import can_use_fifo
 from .units import format_cpu_list, parse_cpu_list
 
@@ -151,7 +151,7 @@ def resolve(placement: Placement, facts: HostFacts) -> ResolvedPlacement:
         cpus: tuple[int, ...] | None = check_cpus(placement.cpus, facts)
     elif placement.ncpus is not None:
         groups = domains(facts)
-        cpus = choose_cpus(placement.ncpus, placement.layout, groups, set(allowed_cpus(facts)))
+        cpus = choose_cpus(placement.ncpus, placement.layout, groups, set(default_cpus(facts)))
         if len(groups) == 1:
             note = (f"this machine has one NUMA node and one socket: {placement.layout} "
                     f"placement is the same as any other choice of {placement.ncpus} CPUs")

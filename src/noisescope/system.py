@@ -44,13 +44,15 @@ class Finding:
     state: str  # ok, advice or error
     message: str
     advice: str | None = None
+    cpus: tuple[int, ...] = ()  # the checked CPUs the advice is about, where it names some
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "cpus": list(self.cpus)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
-        return cls(data["check"], data["state"], data["message"], data.get("advice"))
+        return cls(data["check"], data["state"], data["message"], data.get("advice"),
+                   tuple(data.get("cpus", ())))
 
 
 def _cpus(cpus: tuple[int, ...]) -> str:
@@ -61,8 +63,8 @@ def ok(message: str) -> Finding:
     return Finding("", OK, message)
 
 
-def advice(message: str, fix: str) -> Finding:
-    return Finding("", ADVICE, message, fix)
+def advice(message: str, fix: str, cpus: tuple[int, ...] = ()) -> Finding:
+    return Finding("", ADVICE, message, fix, cpus)
 
 
 @dataclass
@@ -180,6 +182,7 @@ def _isolation(
         return advice(
             f"{parameter} does not include {_cpus(missing)}: {effect}",
             f"boot with {parameter}={format_cpu_list(missing)} (and keep {keep} for housekeeping)",
+            missing,
         )
 
     return check

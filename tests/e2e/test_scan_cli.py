@@ -13,7 +13,7 @@ import pytest
 
 import noisescope
 
-from ..helpers import assert_usage_error, interrupted_run
+from ..helpers import RestrictedCpuset, assert_usage_error, cpuset_cgroup_root, interrupted_run
 from ..unit.test_bundle import validate
 
 CLI = [sys.executable, "-m", "noisescope"]
@@ -66,11 +66,27 @@ def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two allowed CPUs")
-def test_cpu_outside_the_allowed_affinity_is_refused(tmp_path):
+@pytest.mark.skipif(cpuset_cgroup_root() is None, reason="needs root and a cpuset cgroup controller")
+def test_cpu_outside_the_cpuset_is_refused(tmp_path):
     first, other = sorted(os.sched_getaffinity(0))[:2]
-    done = subprocess.run(["taskset", "-c", str(first), *CLI, "scan", "--cpus", str(other)],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    assert_usage_error(done, f"CPU {other} is outside this process's allowed CPUs", tmp_path)
+    with RestrictedCpuset(str(first)) as cpuset:
+        done = subprocess.run(cpuset.wrap([*CLI, "scan", "--cpus", str(other)]),
+                              capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert_usage_error(done, f"CPU {other} is outside this process's cpuset ({first})", tmp_path)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two allowed CPUs")
+def test_a_narrowed_affinity_is_the_default_but_does_not_limit_cpus(tmp_path):
+    """taskset chooses what a scan measures by default; an explicit --cpus may
+    name any CPU of the cpuset (as isolated CPUs outside the boot affinity)."""
+    first, other = sorted(os.sched_getaffinity(0))[:2]
+    for cpus, expected in (([], [first]), (["--cpus", str(other)], [other])):
+        out = tmp_path / f"b{len(cpus)}"
+        done = subprocess.run(["taskset", "-c", str(first), *CLI, "scan", "--probes", "detour",
+                               "--duration", "0.2s", "--no-trace", "--no-report", "-q", "-o",
+                               str(out), *cpus], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert noisescope.load(out).manifest["parameters"]["cpus"] == expected
 
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):

@@ -31,14 +31,14 @@ def switch(ts: int, prev: str, prev_pid: int, nxt: str, next_pid: int, state: st
 
 
 def explain(lines: list[str], spans: list[tuple[int, int]], covered_until: int = 10**9,
-            cpu: int = 1, injected: Table | None = None):
+            cpu: int = 1, injected: Table | None = None, osnoise: str = "fallback"):
     trace = parse_text(lines, identity)
     table = Table({"cpu": np.full(len(spans), cpu, np.int32),
                    "start_ns": np.array([s for s, _ in spans], np.int64),
                    "duration_ns": np.array([d for _, d in spans], np.int64)})
     coverage = Table({"cpu": np.array([cpu], np.int32), "start_ns": np.array([0]),
                       "end_ns": np.array([covered_until])})
-    result = attribute(table, trace, coverage, injected=injected)
+    result = attribute(table, trace, coverage, injected=injected, osnoise=osnoise)
     splits = []
     for start in table["start_ns"].tolist():
         rows = result.causes.filter(result.causes["start_ns"] == start)
@@ -225,6 +225,39 @@ def test_osnoise_events_explain_what_entry_exit_events_do_not():
                            line(2000, "local_timer_exit", "vector=236")]
     splits, _, _ = explain(both, [(0, 10000)])
     assert splits[0][("tick", "")] == 1000 and splits[0][("softirq", "TIMER")] == 500
+
+
+def test_preferring_osnoise_events_names_the_same_causes_as_entry_exit_events():
+    """The kernel's accounting (osnoise) and the entry/exit events tell the
+    same story: each class read from one source only, named alike (a vector's
+    IPI name, the tick vs a timer from the hrtimer it ran, a softirq)."""
+    native = [
+        line(1000, "local_timer_entry", "vector=236"),
+        line(1200, "hrtimer_expire_entry", "hrtimer=0x1 function=tick_nohz_handler now=1"),
+        line(2000, "local_timer_exit", "vector=236"),
+        line(3000, "call_function_single_entry", "vector=251"),
+        line(3400, "call_function_single_exit", "vector=251"),
+        line(4000, "local_timer_entry", "vector=236"),
+        line(4100, "hrtimer_expire_entry", "hrtimer=0x2 function=hrtimer_wakeup now=1"),
+        line(4500, "local_timer_exit", "vector=236"),
+        line(5000, "softirq_entry", "vec=1 [action=TIMER]"),
+        line(5500, "softirq_exit", "vec=1 [action=TIMER]"),
+    ]
+    osnoise = [  # the same activity as the kernel's osnoise hooks account it
+        line(2000, "irq_noise", "local_timer:236 start 1.000000001 duration 1000 ns"),
+        line(3400, "irq_noise", "call_function_single:251 start 1.000000003 duration 400 ns"),
+        line(4500, "irq_noise", "local_timer:236 start 1.000000004 duration 500 ns"),
+        line(5500, "softirq_noise", "   TIMER:1 start 1.000000005 duration 500 ns"),
+    ]
+    expected = {("tick", ""): 1000, ("ipi", "call function single"): 400,
+                ("timer", "hrtimer_wakeup"): 500, ("softirq", "TIMER"): 500, OUTSIDE: 7600}
+    for mode in ("fallback", "prefer"):
+        splits, _, _ = explain(native + osnoise, [(0, 10000)], osnoise=mode)
+        assert splits[0] == expected, mode
+    # Preferring osnoise really reads the osnoise events: without them, nothing is named.
+    hrtimers = [entry for entry in native if "hrtimer_expire" in entry]
+    splits, _, _ = explain(native[:0] + hrtimers + osnoise[1:], [(0, 10000)], osnoise="prefer")
+    assert ("tick", "") not in splits[0] and splits[0][("timer", "hrtimer_wakeup")] == 500
 
 
 def test_breakdown_counts_totals_shares_and_maxima():

@@ -10,6 +10,7 @@ from ..experiment import Configuration, Experiment, measure
 from ..placement import LAYOUTS, Placement
 from ..probes import Injection
 from ..scan import default_output, live_host_facts
+from ..smt import SETTINGS as SMT_SETTINGS
 from ..units import parse_cpu_list, parse_positive_duration
 from ..workload import Metric, Workload
 from .common import RunProgress, occupancy_choice, occupancy_options, report
@@ -39,6 +40,8 @@ EXAMPLES
 @click.option("--fifo", type=int, default=0, help="run it at this SCHED_FIFO priority (1-99)")
 @click.option("--core-sched", is_flag=True,
               help="give it a core-scheduling cookie of its own (prctl PR_SCHED_CORE)")
+@click.option("--smt", type=click.Choice(SMT_SETTINGS), help="switch SMT on or off for the runs "
+              "(root; restored afterwards): off is what booting with nosmt gives")
 @click.option("--inject", "injections", multiple=True, metavar="RATE:LENGTH@cpuN",
               help="inject noise beside each run, e.g. 1kHz:20us@cpu1 (repeatable)")
 @click.option("--timeout", default="10m", show_default=True,
@@ -51,7 +54,7 @@ EXAMPLES
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sched, injections,
+def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sched, smt, injections,
                   timeout, metrics, shell, occupancy, siblings, output, quiet, command):
     """Run COMMAND repeatedly; record wall, user and system time, memory, context
     switches, faults and figures of merit of every run in a bundle."""
@@ -63,7 +66,7 @@ def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sch
     placement = Placement(cpus=parse_cpu_list(cpus) if cpus else None, ncpus=ncpus,
                           layout=layout, fifo_priority=fifo, core_scheduling=core_sched)
     configuration = Configuration(
-        "", placement, tuple(Injection.parse(s, default_mode="thread") for s in injections))
+        "", placement, tuple(Injection.parse(s, default_mode="thread") for s in injections), smt=smt)
     experiment = Experiment((workload,), (configuration,), runs=runs, warmup=warmup,
                             timeout_ns=parse_positive_duration(timeout, what="--timeout"),
                             occupancy=occupancy_choice(occupancy, siblings))

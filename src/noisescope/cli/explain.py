@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..render.terminal import header_lines, print_warnings
 from ..render.trace import LATE_WAKEUPS, causes_table, worst_table
 from ..tables import Table
-from ..trace import event_source
+from ..trace import event_source, explain_detours
 from ..trace.explain import attribution_summary
 from ..trace.store import EventSource
 from ..trace.wakeups import explain_late_wakeups, wakeup_summary
@@ -23,6 +23,7 @@ EXAMPLES
   noisescope explain noisescope-node17-20261130T063836Z
   noisescope explain tuned --cpus 3 --worst 10
   noisescope explain timerlat-run --trace-threshold 20us   # late wakeups, at another threshold
+  noisescope explain rt-node --osnoise      # cross-check: causes from the osnoise tracer's events
 """
 
 
@@ -32,7 +33,10 @@ EXAMPLES
 @click.option("--worst", default=5, show_default=True, help="longest detours (late wakeups) shown per CPU")
 @click.option("--trace-threshold", help="timerlat: explain the wakeups at least this late, from the "
               "stored trace (default: those explained when measuring; a plain number is in us)")
-def explain_command(bundle_path, cpus, worst, trace_threshold):
+@click.option("--osnoise", is_flag=True, help="explain the detours again from the osnoise tracer's "
+              "noise events (recorded with scan --osnoise on): the kernel's own accounting, "
+              "instead of the entry/exit events")
+def explain_command(bundle_path, cpus, worst, trace_threshold, osnoise):
     """Per CPU: what caused the detours (cause, count, total time, share of
     the noise, longest single), and the worst detours with the kernel events
     inside them. For timerlat measurements the same for the late wakeups:
@@ -55,8 +59,15 @@ def explain_command(bundle_path, cpus, worst, trace_threshold):
         raise UsageError(f"{bundle.name} did not measure CPUs {cpus}",
                          f"it measured CPUs {','.join(map(str, measured))}")
     tables = []
+    if osnoise and not has_detours:
+        raise UsageError(f"--osnoise explains detours, and {bundle.name} has none",
+                         "use it with bundles of noisescope scan --probes detour --osnoise on")
     if has_detours:
-        detours, causes = _only(bundle.detours, wanted), _only(bundle.detour_causes, wanted)
+        detours, causes = bundle.detours, bundle.detour_causes
+        if osnoise:
+            attribution = explain_detours(bundle, osnoise="prefer")
+            detours, causes = attribution.annotate(detours), attribution.causes
+        detours, causes = _only(detours, wanted), _only(causes, wanted)
         rows = attribution_summary(detours, causes, trace, worst=worst)
         tables += [causes_table(rows, limit=None), worst_table(rows) if worst else None]
     if has_wakeups:

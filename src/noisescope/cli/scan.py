@@ -10,6 +10,7 @@ import click
 
 from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
+from ..trace.osnoise import MODES as OSNOISE_MODES
 from ..trace.scanning import TraceOptions
 from ..trace.session import EVENTS_PER_SECOND
 from ..trace.wakeups import DEFAULT_THRESHOLD_NS
@@ -39,8 +40,8 @@ def parse_probes(text: str) -> tuple[str, ...]:
 def measurement_options(command):
     """The options of what to measure and how, shared with `cluster scan`."""
     decorators = [
-        click.option("--cpus", help="CPUs to measure, e.g. 0-3,8 (default: all online, allowed "
-                     "CPUs)"),
+        click.option("--cpus", help="CPUs to measure, e.g. 0-3,8 (default: every online CPU "
+                     "this process may use, isolated ones included, or those taskset chose)"),
         click.option("--duration", default="10s", show_default=True,
                      help="measuring time per probe"),
         click.option("--probes", "probe_list", default=",".join(DEFAULT_PROBES),
@@ -70,6 +71,10 @@ def measurement_options(command):
                      f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)"),
         click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
                      help="untraced detour run measuring tracing's own cost (0: skip)"),
+        click.option("--osnoise", type=click.Choice(OSNOISE_MODES), default="auto",
+                     show_default=True, help="also record the kernel osnoise tracer's noise "
+                     "events (its hooks, without its workload): auto = where the kernel lacks "
+                     "entry/exit events they stand in for"),
         click.option("--trace-threshold", default=f"{DEFAULT_THRESHOLD_NS // 1000}us",
                      show_default=True, help="timerlat: explain every wakeup at least this late"),
     ]
@@ -80,7 +85,7 @@ def measurement_options(command):
 
 def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, period, quantum,
                  interval, max_detours, injections, label, no_trace, trace_buffer,
-                 trace_cost, trace_threshold) -> ScanOptions:
+                 trace_cost, trace_threshold, osnoise) -> ScanOptions:
     return ScanOptions(
         cpus=parse_cpu_list(cpus) if cpus else None,
         duration_ns=parse_positive_duration(duration, what="--duration"),
@@ -101,7 +106,8 @@ def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, p
             cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
                                             "--trace-cost"),
             wakeup_threshold_ns=parse_duration(trace_threshold, what="--trace-threshold",
-                                               default_unit="us")),
+                                               default_unit="us"),
+            osnoise=osnoise),
     )
 
 

@@ -42,6 +42,7 @@ from ..bundle import Bundle, check_destination, manifest_head, utc_now
 from ..clock import measurement_clock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
+from ..host import usable_cpus
 from ..privileges import can_use_fifo
 from ..probes import Injection, ProbeContext
 from ..probes import detour as detour_probe
@@ -160,8 +161,8 @@ def run_bsp(options: BspOptions, *, destination: str | os.PathLike[str] | None =
     try:
         cpu = assign_cpus(placement)[0]
         hello["cpus"] = [cpu]
-        if cpu not in os.sched_getaffinity(0):
-            raise UsageError(f"CPU {cpu} is outside rank {placement.rank}'s allowed CPUs",
+        if cpu not in usable_cpus(facts):
+            raise UsageError(f"CPU {cpu} is outside rank {placement.rank}'s cpuset",
                              "bind ranks to distinct CPUs (mpirun --bind-to core)")
         clock = measurement_clock(facts.tsc_flags)
         with _Pinned(cpu, 0):

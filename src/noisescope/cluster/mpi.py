@@ -10,7 +10,6 @@ rank that died or hangs.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
@@ -44,7 +43,7 @@ class Placement:
     node: str  # the processor name MPI reports (the host name)
     local_rank: int  # among the ranks on the same node
     local_size: int
-    allowed_cpus: tuple[int, ...]  # this process's CPU affinity (the launcher's binding)
+    allowed_cpus: tuple[int, ...]  # the launcher's binding, else every CPU it may use (host.default_cpus)
     # The CPUs each rank on this node would measure (--cpus, else its affinity), by local rank.
     local_candidates: tuple[tuple[int, ...], ...]
 
@@ -85,7 +84,9 @@ class World:
     def placement(self, requested: tuple[int, ...] | None = None) -> Placement:
         """Collective: every rank must call it, at start-up. `requested`: the CPUs
         this rank was asked to measure (None: those it may run on)."""
-        allowed = tuple(sorted(os.sched_getaffinity(0)))
+        from ..host import default_cpus, read_host_facts
+
+        allowed = default_cpus(read_host_facts())
         local = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
         try:
             candidates = tuple(tuple(c) for c in local.allgather(tuple(requested or allowed)))

@@ -15,6 +15,7 @@ For other analyses:
     >>> attribute(spans, trace, coverage)   # any (cpu, start_ns, duration_ns) spans
     >>> attribute(spans, trace, coverage, owners={1: tid})  # spans of a sleeping thread
     >>> complete_switches(switches, events) # with the switches the trace missed put back
+    >>> explain_detours(bundle, osnoise="prefer")  # again, from the osnoise tracer's events
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
     from ..bundle import Bundle
 
 __all__ = ["CAUSES", "Attribution", "Capture", "EventSource", "TraceEvents", "TraceSession",
-           "TracingUnavailable", "attribute", "cleanup", "complete_switches", "event_source", "load_trace",
-           "sched_switches"]
+           "TracingUnavailable", "attribute", "cleanup", "complete_switches", "event_source",
+           "explain_detours", "load_trace", "sched_switches"]
 
 
 def _require_trace(bundle: Bundle) -> None:
@@ -69,3 +70,20 @@ def sched_switches(bundle: Bundle) -> Table:
     blocked), next_comm, next_pid, next_prio; sorted by CPU, then time."""
     _require_trace(bundle)
     return bundle.table("sched_switch")
+
+
+def explain_detours(bundle: Bundle, osnoise: str = "fallback") -> Attribution:
+    """The causes of a traced bundle's detours, worked out again from its
+    stored trace; with osnoise="prefer" from the osnoise tracer's noise events
+    (scan --osnoise on) wherever they cover a class of activity: the kernel's
+    own accounting, to cross-check the entry/exit events."""
+    from .osnoise import OSNOISE_CLASSES
+    from .scanning import invisible_to_the_kernel
+
+    trace = event_source(bundle)
+    if osnoise == "prefer" and not set(OSNOISE_CLASSES) & trace.event_names():
+        raise UsageError(f"{bundle.name} holds no osnoise noise events",
+                         "scan with --osnoise on, on a kernel with the osnoise tracer")
+    injections = bundle.table("injections") if bundle.has_table("injections") else None
+    return attribute(bundle.detours, trace, bundle.table("trace_coverage"),
+                     injected=invisible_to_the_kernel(injections), osnoise=osnoise)

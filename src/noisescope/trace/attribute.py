@@ -53,7 +53,11 @@ named after the hrtimer it ran (e.g. `hrtimer_wakeup`, a sleeping task's
 timeout). Page faults have no exit event: a fault lasts until the next event
 on its CPU. The osnoise tracer's noise events are used for a class of
 activity (IRQ, softirq, NMI, thread) only when the trace has no entry/exit
-events of that class.
+events of that class; with `osnoise="prefer"` they replace the entry/exit
+events of every class they cover but threads (the timeline needs the
+switches): the kernel's own accounting, to cross-check the attribution.
+An osnoise IRQ is named as its entry event would be (a vector's IPI or
+interrupt name, `tick` or `timer` from the hrtimers it ran).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ import numpy as np
 from ..analysis.groundtruth import inside_windows
 from ..tables import Table
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
+from .osnoise import OSNOISE_CLASSES, osnoise_classes, preferred_osnoise_classes
 from .store import EventSource
 from .switches import UNKNOWN_STATE, complete_switches
 
@@ -84,11 +89,6 @@ IPI_NAMES = {v: v.replace("_", " ") for v in IPI_VECTORS}
 VECTOR_IRQ_NAMES = {"x86_platform_ipi": "platform IPI", "thermal_apic": "thermal",
                     "threshold_apic": "MCE threshold", "deferred_error_apic": "deferred error",
                     "error_apic": "APIC error", "spurious_apic": "spurious"}
-OSNOISE_CLASSES = {"irq_noise": "irq", "softirq_noise": "softirq", "nmi_noise": "nmi",
-                   "thread_noise": "thread"}
-# The events that give each class of activity its intervals directly.
-NATIVE_CLASSES = {"irq": ("irq_handler_entry", f"{LOCAL_TIMER}_entry"), "softirq": ("softirq_entry",),
-                  "nmi": ("nmi_handler",), "thread": ("sched_switch",)}
 TIMER_IRQ_NAMES = {"local_timer", "arch_timer"}  # osnoise's name for the timer interrupt
 CHUNK_NS = 1_000_000_000  # spans attributed together, with their events read at once
 
@@ -188,10 +188,11 @@ class _TimelineBuilder:
         self.pids.append(self.pid)
         self.sinces.append(self.since)
 
-    def close_hard_irq(self, entry: _Open) -> None:
+    def close_hard_irq(self, entry: _Open, timer_vector: bool | None = None) -> None:
         """Decide a hard IRQ's label from the hrtimers it ran."""
         functions = entry.functions or []
-        timer_vector = entry.kind == f"vector:{LOCAL_TIMER}"
+        if timer_vector is None:
+            timer_vector = entry.kind == f"vector:{LOCAL_TIMER}"
         if any(f.startswith(TICK_FUNCTION_PREFIX) for f in functions) or (timer_vector and not functions):
             self.context_labels[entry.index] = self.labels.id("tick")
         elif timer_vector and entry.woke_owner is not None:
@@ -203,6 +204,8 @@ class _TimelineBuilder:
         labels = self.labels
         if self.stack and self.stack[-1].kind == "fault":
             self.stack.pop()  # a fault lasts until the next event
+        if _native_class(name) in self.osnoise:
+            return  # osnoise events stand for this class
         if name.endswith("_entry") and name[:-6] in IPI_NAMES:
             self.push(f"vector:{name[:-6]}", 0, labels.id("ipi", IPI_NAMES[name[:-6]]))
         elif name == f"{LOCAL_TIMER}_entry":
@@ -246,32 +249,48 @@ class _TimelineBuilder:
         self.mark(ts)
 
 
-def _overlays(events: Table, labels: Labels, osnoise: set[str]) -> tuple[np.ndarray, np.ndarray,
-                                                                         np.ndarray]:
+def _overlays(events: Table, labels: Labels, osnoise: set[str]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Activity known by its end and length: NMIs (nmi_handler fires when the
-    handler is done) and osnoise events. (event index, start, label id)."""
-    wanted = ["nmi_handler"] + [name for name, cls in OSNOISE_CLASSES.items() if cls in osnoise]
+    handler is done) and osnoise events. (event index, start, label id, whether
+    it is a timer interrupt: its label then follows the hrtimers it ran)."""
+    wanted = [name for name, cls in OSNOISE_CLASSES.items() if cls in osnoise]
+    if "nmi" not in osnoise:
+        wanted.append("nmi_handler")
     index = np.flatnonzero(np.isin(events["event"], wanted))
-    label = np.array([labels.id("nmi", text) if name == "nmi_handler" else
-                      _osnoise_label(labels, name, text)
-                      for name, text in zip(events["event"][index].tolist(),
-                                            events["name"][index].tolist(), strict=True)], np.int64)
+    named = [_overlay_label(labels, name, text)
+             for name, text in zip(events["event"][index].tolist(),
+                                   events["name"][index].tolist(), strict=True)]
+    label = np.array([label for label, _ in named], np.int64).reshape(-1)
+    timer = np.array([is_timer for _, is_timer in named], bool).reshape(-1)
     start = events["timestamp_ns"][index] - np.maximum(events["number"][index], 0)
-    return index, start, label.reshape(-1)
+    return index, start, label, timer
 
 
-def _osnoise_label(labels: Labels, name: str, text: str) -> int:
+def _overlay_label(labels: Labels, name: str, text: str) -> tuple[int, bool]:
+    if name == "nmi_handler":
+        return labels.id("nmi", text), False
     cause = OSNOISE_CLASSES[name]
-    if cause == "irq" and text.split(":")[0] in TIMER_IRQ_NAMES:
-        return labels.id("tick")
-    return labels.id(cause, text.strip())
+    if cause != "irq":
+        return labels.id(cause, text.strip()), False
+    vector = text.split(":")[0].strip()
+    if vector in TIMER_IRQ_NAMES:
+        return labels.id("tick"), True
+    if vector in IPI_NAMES:
+        return labels.id("ipi", IPI_NAMES[vector]), False
+    return labels.id("irq", VECTOR_IRQ_NAMES.get(vector, vector)), False
 
 
-def osnoise_classes(present: set[str]) -> set[str]:
-    """Classes of activity to take from osnoise events: those the trace
-    (with these event names) has osnoise events for but no entry/exit events."""
-    return {cls for name, cls in OSNOISE_CLASSES.items()
-            if name in present and not present.intersection(NATIVE_CLASSES[cls])}
+def _native_class(name: str) -> str | None:
+    """The class of activity an entry/exit event belongs to (None: not one)."""
+    if name.startswith("irq_handler_"):
+        return "irq"
+    if name.startswith("softirq_") and name != "softirq_raise":
+        return "softirq"
+    base = name.rsplit("_", 1)[0]
+    if name.endswith(("_entry", "_exit")) and base in (LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS):
+        return "irq"
+    return None
 
 
 # Kinds of items in a CPU's merged stream, in the order they are handled at
@@ -293,7 +312,7 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
         builder.pid = int(switches["prev_pid"][0])
         builder.task = builder.task_id(builder.pid, switches["prev_comm"][0])
     ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
-    overlay, overlay_start, overlay_label = _overlays(events, labels, osnoise)
+    overlay, overlay_start, overlay_label, overlay_timer = _overlays(events, labels, osnoise)
     overlay_end = ev_ts[overlay]
     overlays = len(overlay_start)
     kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
@@ -315,10 +334,12 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
                 builder.switch(int(sw_ts[ref]), int(prev_pid[ref]), prev_state[ref],
                                int(next_pid[ref]), next_comm[ref])
             elif kind == _OVERLAY_ENTRY:
-                builder.push("overlay", ref, int(overlay_label[ref]))
+                builder.push("overlay", ref, int(overlay_label[ref]), hard=bool(overlay_timer[ref]))
                 builder.mark(int(overlay_start[ref]))
             else:
-                builder.pop("overlay", ref)
+                entry = builder.pop("overlay", ref)
+                if entry is not None and entry.functions is not None:
+                    builder.close_hard_irq(entry, timer_vector=True)
                 builder.mark(int(overlay_end[ref]))
     context_labels = np.append(np.frombuffer(builder.context_labels, np.int32), np.int32(-1))
     times = np.concatenate([ev_ts, sw_ts])
@@ -348,7 +369,8 @@ class Attribution:
 
 
 def attribute(spans: Table, trace: EventSource, coverage: Table,
-              owners: Mapping[int, int] | None = None, injected: Table | None = None) -> Attribution:
+              owners: Mapping[int, int] | None = None, injected: Table | None = None,
+              osnoise: str = "fallback") -> Attribution:
     """Split each span (cpu, start_ns, duration_ns) into causes.
 
     `trace` gives the events by CPU and time (in memory or Parquet);
@@ -358,8 +380,10 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     (late wakeups; see the module's docstring); by default a span belongs to
     the task its first event interrupted. `injected` (cpu, mode, start_ns,
     duration_ns) is the noise noisescope injected meanwhile, as its injector
-    recorded it. The spans of a CPU are taken CHUNK_NS at a time, so only
-    their events are in memory."""
+    recorded it. `osnoise` is "fallback" (the osnoise tracer's events for
+    classes without entry/exit events) or "prefer" (for every class they
+    cover but threads). The spans of a CPU are taken CHUNK_NS at a time, so
+    only their events are in memory."""
     labels = Labels()
     for cause in CAUSES:
         labels.id(cause)
@@ -368,7 +392,10 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     primary = np.full(n, labels.id("untraced"), np.int32)
     event_counts = np.zeros(n, np.int32)
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # span index, label, ns
-    osnoise = osnoise_classes(trace.event_names())
+    if osnoise not in ("fallback", "prefer"):
+        raise ValueError(f"osnoise must be 'fallback' or 'prefer', not {osnoise!r}")
+    present = trace.event_names()
+    osnoise_from = (preferred_osnoise_classes if osnoise == "prefer" else osnoise_classes)(present)
     for cpu in np.unique(spans["cpu"]).tolist():
         owner = (owners or {}).get(cpu)
         margin = OWNER_MARGIN_NS if owner is not None else 0
@@ -385,7 +412,7 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
         for chunk in _chunks(starts):
             first, last = int(starts[chunk][0]) - margin, int(ends[chunk].max()) + margin
             part = trace.read(cpu, first, last)
-            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise, owner)
+            timeline = build_timeline(part.events, part.switches, labels, tasks, osnoise_from, owner)
             chunk_index, chunk_starts, chunk_ends = index[chunk], starts[chunk], ends[chunk]
             event_counts[chunk_index] = (
                 np.searchsorted(timeline.event_times, chunk_ends, side="right")

@@ -49,6 +49,7 @@ class TraceOptions:
     buffer_kb: int | None = None  # per CPU; None: sized from the probe duration
     cost_reference_ns: int = DEFAULT_COST_REFERENCE_NS  # untraced detour run; 0: skip
     wakeup_threshold_ns: int = DEFAULT_WAKEUP_THRESHOLD_NS  # timerlat: explain wakeups this late
+    osnoise: str = "auto"  # the osnoise tracer's noise events too (trace.osnoise): auto, on, off
 
 
 @dataclass
@@ -73,7 +74,8 @@ class ScanTracing:
         With a destination, events are spooled beside it."""
         if not options.enabled:
             return cls(options, reason="turned off (--no-trace)")
-        session = TraceSession(cpus, clock, buffer_kb=options.buffer_kb, recording_ns=recording_ns)
+        session = TraceSession(cpus, clock, buffer_kb=options.buffer_kb, recording_ns=recording_ns,
+                               osnoise_mode=options.osnoise)
         try:
             session.open()
         except TracingUnavailable as why:
@@ -191,7 +193,7 @@ class ScanTracing:
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
                                                         for _, c in self.captures):
             attribution = attribute(detours, trace, coverage,
-                                    injected=_invisible_to_the_kernel(tables.get("injections")))
+                                    injected=invisible_to_the_kernel(tables.get("injections")))
             release_free_memory()
             tables["detours"] = attribution.annotate(detours)
             tables["detour_causes"] = attribution.causes
@@ -251,6 +253,7 @@ class ScanTracing:
             "fault_filter": FAULT_FILTER,
             "leftovers_removed": info.leftovers_removed,
             "other_instances": info.other_instances,
+            "osnoise_tracer": info.osnoise_tracer,
             "notes": info.notes,
             "recordings": recordings,
         }
@@ -290,7 +293,7 @@ def tracing_cost(untraced: list[dict] | None, traced: list[dict] | None) -> dict
     }
 
 
-def _invisible_to_the_kernel(injections: Table | None) -> Table | None:
+def invisible_to_the_kernel(injections: Table | None) -> Table | None:
     """The injections whose time the trace cannot name: signal handlers spin
     in user space in the sampler's own thread. An injecting thread is named
     from its sched_switch events like any other task."""

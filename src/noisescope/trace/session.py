@@ -34,7 +34,9 @@ import numpy as np
 
 from .. import _native
 from ..clock import MeasurementClock
+from ..knobs import KnobJournal, restore_leftovers
 from ..tables import Table
+from . import osnoise
 from .events import (
     SCHED_SWITCH,
     TRACEPOINTS,
@@ -48,6 +50,7 @@ from .events import (
     parse_header_page,
     parse_text,
 )
+from .osnoise import osnoise_classes
 from .store import PageBatch, RecordedEvents
 from .tracefs import (
     DEFAULT_MOUNTPOINT,
@@ -171,6 +174,7 @@ class SessionInfo:
     missing_events: list[str] = field(default_factory=list)
     leftovers_removed: list[str] = field(default_factory=list)
     other_instances: list[str] = field(default_factory=list)  # other tools', left alone
+    osnoise_tracer: str = "not requested"  # "running without its workload", or why not
     notes: list[str] = field(default_factory=list)
 
 
@@ -193,8 +197,9 @@ class TraceSession:
     def __init__(self, cpus: tuple[int, ...], clock: MeasurementClock, *,
                  buffer_kb: int | None = None, recording_ns: int = 10_000_000_000,
                  mountpoint: Path = DEFAULT_MOUNTPOINT, symbols: Symbols | None = None,
-                 tracepoints: tuple[Tracepoint, ...] = TRACEPOINTS):
+                 tracepoints: tuple[Tracepoint, ...] = TRACEPOINTS, osnoise_mode: str = "off"):
         self.cpus = tuple(cpus)
+        self.osnoise_mode = osnoise_mode  # the osnoise tracer's hooks: auto, on or off
         self.tracepoints = tracepoints  # what to record (sched_switch always)
         self.clock = clock
         self.requested_buffer_kb = buffer_kb
@@ -209,6 +214,8 @@ class TraceSession:
         self.layout: PageLayout | None = None
         self._started_ticks = 0
         self._lost_before: dict[int, int] = {}
+        self._journal = KnobJournal("trace")
+        self._osnoise_running = False
 
     # -- check and set up ---------------------------------------------------
     def __enter__(self) -> TraceSession:
@@ -224,8 +231,10 @@ class TraceSession:
             self._mount = find_or_mount(self.mountpoint)
             self.info.tracefs, self.info.mounted_by_us = str(self._mount.path), self._mount.mounted_by_us
             removed, failed = remove_leftovers(self._mount.path)
-            self.info.leftovers_removed = removed
+            restored, unrestored = restore_leftovers()
+            self.info.leftovers_removed = removed + [f"restored {r}" for r in restored]
             self.info.notes += [f"could not remove leftover instance {f}" for f in failed]
+            self.info.notes += [f"could not restore {f}" for f in unrestored]
             self._instance = Instance.create(self._mount.path, instance_name())
             self.info.instance = self._instance.name
             self.info.other_instances = sorted(set(os.listdir(self._mount.path / "instances"))
@@ -256,6 +265,7 @@ class TraceSession:
             raise TracingUnavailable("this kernel has no sched_switch trace event")
         if instance.exists(f"events/{FAULT_SYSTEM}/filter"):
             instance.write(f"events/{FAULT_SYSTEM}/filter", FAULT_FILTER)
+        self._start_osnoise(instance)
         self.layout = self._page_layout(instance)
         self.info.reader = "raw" if self.layout else "text"
 
@@ -279,6 +289,22 @@ class TraceSession:
                     self.info.notes.append(f"trace buffer reduced to {size} KiB per CPU (no memory)")
         self.info.buffer_kb_per_cpu = int(instance.read(f"per_cpu/cpu{self.cpus[0]}/buffer_size_kb")
                                           .split()[0])
+
+    def _start_osnoise(self, instance: Instance) -> None:
+        """The osnoise tracer's hooks, for their noise events: always with
+        mode "on", with "auto" only when a class of activity has no entry/exit
+        events of its own here (the noise events stand in for them)."""
+        recorded = {path.split("/")[1] for path in self.info.events}
+        if self.osnoise_mode == "off" or (self.osnoise_mode == "auto"
+                                          and not osnoise_classes(recorded)):
+            return
+        reason = osnoise.unavailable(instance)
+        if reason:
+            self.info.osnoise_tracer = f"not started: {reason}"
+            return
+        osnoise.start(instance, self._journal)
+        self._osnoise_running = True
+        self.info.osnoise_tracer = "running without its workload"
 
     @staticmethod
     def _page_layout(instance: Instance) -> PageLayout | None:
@@ -405,6 +431,12 @@ class TraceSession:
     # -- restore ----------------------------------------------------------------
     def close(self) -> None:
         """Remove the instance and unmount what we mounted (safe to call twice)."""
+        if self._instance is not None and self._osnoise_running:
+            try:
+                osnoise.stop(self._instance)
+            except OSError as error:
+                self.info.notes.append(f"osnoise tracer could not be stopped ({error.strerror})")
+            self._osnoise_running = False
         if self._instance is not None:
             try:
                 self._instance.remove()
@@ -413,6 +445,7 @@ class TraceSession:
                                        f"({error.strerror}); `noisescope cleanup` removes it later")
                 _quiesce(self._instance)
             self._instance = None
+        self.info.notes += [f"could not restore {f}" for f in self._journal.restore()]
         if self._mount is not None:
             note = release_mount(self._mount)
             if note:

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..knobs import process_alive
+
 DEFAULT_MOUNTPOINT = Path("/sys/kernel/tracing")
 INSTANCE_PREFIX = "noisescope-"
 _OUR_INSTANCE = re.compile(rf"^{INSTANCE_PREFIX}(\d+)$")
@@ -87,22 +89,6 @@ def release_mount(mount: Mount) -> str | None:
         return f"left mounted: instances {', '.join(sorted(others))} are in use"
     done = subprocess.run(["umount", str(mount.path)], capture_output=True, text=True)
     return None if done.returncode == 0 else f"left mounted: umount failed ({done.stderr.strip()})"
-
-
-def process_alive(pid: int) -> bool:
-    """Whether `pid` is a running process (a zombie, killed but not yet
-    reaped by its parent, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
 
 
 def leftover_instances(tracefs: Path) -> list[str]:
@@ -176,10 +162,11 @@ class Instance:
         """Stop recording and delete the instance (its buffers and settings go with it)."""
         if not self.path.exists():
             return
-        try:
-            self.write("tracing_on", "0")
-        except OSError:
-            pass
+        for relative, value in (("tracing_on", "0"), ("current_tracer", "nop")):
+            try:
+                self.write(relative, value)
+            except OSError:
+                pass
         for attempt in range(REMOVE_ATTEMPTS):
             try:
                 self.path.rmdir()

@@ -1,0 +1,166 @@
+"""What each rig boot runs in the guest, in order (the tests read the results).
+
+One boot per kernel keeps the rig's share of the suite small: booting takes
+~10 s, and every noisescope command ~10-20 s of TCG time before it measures
+anything. Paths are relative to the shared output folder (/run/out in the
+guest). Timings inside the guest are emulation artefacts: the steps measure
+briefly, and the tests check behaviour, structure and counts.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .guest import Step
+
+NOISESCOPE = (sys.executable, "-m", "noisescope")
+SPINNER = ("sh", "-c", "while :; do :; done")
+SMT = "/sys/devices/system/cpu/smt"
+WORKLOAD_MS = 300
+RUNS = 3
+
+
+def occupancy_experiment(workload: Path) -> str:
+    """Sibling occupancy with real siblings (0-1, 2-3, 4-5, 6-7), core scheduling,
+    and NUMA placement: CPU 5 runs a foreign spinner throughout."""
+    run = f'"{workload}", "{WORKLOAD_MS}"'
+    return f"""
+[experiment]
+name = "rig-occupancy"
+runs = {RUNS}
+warmup = 0
+
+[[workload]]
+name = "spin"
+command = [{run}]
+
+[[workload]]
+name = "spin-with-sibling"
+command = [{run}, "7"]
+
+[[configuration]]
+name = "idle-sibling"
+cpus = "6"
+env = {{ RIG_CONFIG = "idle-sibling", RIG_REPORT = "reports.jsonl" }}
+
+[[configuration]]
+name = "foreign-sibling"
+cpus = "4"
+env = {{ RIG_CONFIG = "foreign-sibling", RIG_REPORT = "reports.jsonl" }}
+
+[[configuration]]
+name = "coresched"
+cpus = "4"
+core_scheduling = true
+env = {{ RIG_CONFIG = "coresched", RIG_REPORT = "reports.jsonl" }}
+
+[[configuration]]
+name = "isolated"
+cpus = "3"
+env = {{ RIG_CONFIG = "isolated", RIG_REPORT = "reports.jsonl" }}
+
+[[configuration]]
+name = "spread"
+ncpus = 2
+layout = "spread"
+env = {{ RIG_CONFIG = "spread", RIG_REPORT = "reports.jsonl" }}
+
+[[configuration]]
+name = "packed"
+ncpus = 2
+layout = "packed"
+env = {{ RIG_CONFIG = "packed", RIG_REPORT = "reports.jsonl" }}
+"""
+
+
+def study_experiment(workload: Path) -> str:
+    """The core-scheduling study's three configurations, from one file: a
+    workload on CPU 4 while other tenants' spinners may run anywhere on node 1."""
+    return f"""
+[experiment]
+name = "rig-study"
+runs = {RUNS}
+warmup = 0
+
+[[workload]]
+name = "spin"
+command = ["{workload}", "{WORKLOAD_MS}"]
+
+[[configuration]]
+name = "baseline"
+cpus = "4"
+
+[[configuration]]
+name = "nosmt"
+cpus = "4"
+smt = "off"
+
+[[configuration]]
+name = "coresched"
+cpus = "4"
+core_scheduling = true
+"""
+
+
+def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
+    """The core-scheduling kernel, booted with isolcpus=2,3 nohz_full=2,3."""
+    (out / "occupancy.toml").write_text(occupancy_experiment(workload))
+    (out / "study.toml").write_text(study_experiment(workload))
+    quiet = ("-q", "--no-report")
+    return [
+        Step("affinity", (sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))")),
+        # Default CPUs (isolated ones included), topology, nohz_full ticks, the
+        # osnoise tracer's events beside the standard ones, eight CPUs at once.
+        Step("scan-all", (*NOISESCOPE, "scan", "--probes", "detour", "--duration", "2s",
+                          "--osnoise", "on", *quiet, "-o", "scan-all"), timeout_s=240),
+        Step("system-show", (*NOISESCOPE, "system", "show", "--cpus", "0-7"), timeout_s=60),
+        # nohz_full: an isolated CPU running only its sampler beside a housekeeping one.
+        Step("scan-nohz", (*NOISESCOPE, "scan", "--cpus", "2,6", "--probes", "detour",
+                           "--duration", "2s", *quiet, "-o", "scan-nohz"), timeout_s=180),
+        # Isolated CPUs named explicitly, in every command that takes CPUs.
+        Step("timerlat-isolated", (*NOISESCOPE, "timerlat", "--cpus", "2", "-D", "1s", "-q",
+                                   "-o", "timerlat-isolated"), timeout_s=120),
+        Step("inject-isolated", (*NOISESCOPE, "inject", "--cpu", "3", "--rate", "100Hz",
+                                 "--length", "100us", "--for", "1s"), timeout_s=90),
+        Step("cluster-default", ("mpirun", "--allow-run-as-root", "--oversubscribe",
+                                 "--bind-to", "none", "--mca", "btl", "self,vader", "-n", "2",
+                                 *NOISESCOPE, "cluster", "scan", "--probes", "detour",
+                                 "--duration", "1s", "--no-trace", *quiet, "-o", "cluster"),
+             timeout_s=240),
+        # Sibling occupancy, core scheduling and NUMA placement (a foreign spinner on CPU 5).
+        Step("spinner-5", ("taskset", "-c", "5", *SPINNER), background=True),
+        Step("occupancy", (*NOISESCOPE, "run", "occupancy.toml", "-q", "-o", "occupancy"),
+             timeout_s=300),
+        Step("stop-spinner-5", stop="spinner-5"),
+        # baseline / nosmt / coresched, with two other tenants' spinners on node 1.
+        Step("tenant-a", ("taskset", "-c", "4-7", *SPINNER), background=True),
+        Step("tenant-b", ("taskset", "-c", "4-7", *SPINNER), background=True),
+        Step("study", (*NOISESCOPE, "run", "study.toml", "-q", "-o", "study"), timeout_s=300),
+        Step("stop-tenant-a", stop="tenant-a"),
+        Step("stop-tenant-b", stop="tenant-b"),
+        Step("smt-after", ("cat", f"{SMT}/control", "/sys/devices/system/cpu/online")),
+        # rtla beside noisescope on the same CPU, one after the other.
+        Step("rtla-osnoise-top", ("rtla", "osnoise", "top", "-c", "0", "-d", "4", "-q"),
+             timeout_s=90),
+        Step("scan-cpu0", (*NOISESCOPE, "scan", "--cpus", "0", "--probes", "detour",
+                           "--duration", "4s", *quiet, "-o", "scan-cpu0"), timeout_s=180),
+        Step("rtla-timerlat-top", ("rtla", "timerlat", "top", "-c", "0", "-d", "4", "-q"),
+             timeout_s=90),
+        Step("timerlat-cpu0", (*NOISESCOPE, "timerlat", "--cpus", "0", "-D", "4s", "-q",
+                               "-o", "timerlat-cpu0"), timeout_s=180),
+        Step("rtla-osnoise-hist", ("rtla", "osnoise", "hist", "-c", "0-1", "-d", "3"),
+             timeout_s=90),
+        Step("rtla-timerlat-hist", ("rtla", "timerlat", "hist", "-c", "0-1", "-d", "3"),
+             timeout_s=90),
+    ]
+
+
+def rt_kernel_steps() -> list[Step]:
+    """Debian's PREEMPT_RT kernel: its facts and the osnoise tracer's events."""
+    return [
+        Step("scan-rt", (*NOISESCOPE, "scan", "--cpus", "0-3", "--probes", "detour",
+                         "--duration", "2s", "--osnoise", "on", "-q", "--no-report",
+                         "-o", "scan-rt"), timeout_s=240),
+        Step("osnoise-options-after", ("cat", "/sys/kernel/tracing/osnoise/options")),
+    ]
