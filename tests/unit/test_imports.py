@@ -279,6 +279,24 @@ def test_rtla_live_tops_numbers_come_from_the_last_table():
     assert timerlat[1]["max_ns"] == 16_038_000
 
 
+def test_rtla_stop_notes_and_cpus_without_samples(tmp_path):
+    """rtla 6.1 ends a run stopped by a threshold with two notes, and prints dashes
+    for a context without samples (timerlat_top.c)."""
+    text = (RTLA / "timerlat-top.txt").read_text()
+    edited = tmp_path / "stopped.txt"
+    edited.write_text(text + "  1 #12       |       40        20        30        50 |        -  "
+                      "       -         -         -\nrtla timerlat hit stop tracing\n"
+                      "  Saving trace to timerlat_trace.txt\n")
+    imported = read_source("rtla", edited)
+    assert imported.summaries[0] == read_source("rtla", RTLA / "timerlat-top.txt").summaries[0]
+    quiet = imported.summaries[1]
+    assert quiet["cpu"] == 1 and quiet["samples"] == 0 and quiet["max_ns"] is None
+    assert quiet["irq_samples"] == 12 and quiet["irq_max_ns"] == 50_000
+    assert imported.details["notes"] == ["rtla timerlat hit stop tracing",
+                                         "Saving trace to timerlat_trace.txt"]
+    validate(import_file("rtla", edited, argv=["t"]).manifest)
+
+
 def test_rtla_timerlat_hist_matches_its_columns():
     path = RTLA / "timerlat-hist.txt"
     columns = rtla_hist_columns(path)
