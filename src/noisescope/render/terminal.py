@@ -184,8 +184,7 @@ def timer_irq_table(rows: list[dict]) -> RichTable | None:
     rows = [s for s in rows if s.get("irq_samples") is not None]
     if not rows:
         return None
-    t = RichTable(title="Timer IRQ latency (IRQ - deadline)",
-                  title_justify="left")
+    t = RichTable(title="Timer IRQ latency (IRQ - deadline)", title_justify="left")
     _place_columns(t, rows)
     for name in ("samples", "min", "avg", "max"):
         t.add_column(name, justify="right")
@@ -208,7 +207,7 @@ def oslat_table(rows: list[dict]) -> RichTable:
 
 
 def osnoise_table(rows: list[dict]) -> RichTable:
-    t = RichTable(title="OS noise (osnoise tracer: noise per period, interference counts)",
+    t = RichTable(title="OS noise (osnoise tracer: noise in its runtime, interference counts)",
                   title_justify="left")
     _place_columns(t, rows)
     for name in ("periods", "runtime", "noise %", "max noise", "max single", "HW", "NMI", "IRQ",
