@@ -4,7 +4,7 @@ The unit compared is a run, never a sample inside a run (samples inside a
 run are autocorrelated):
 - bench bundles: one value per successful, non-warm-up run and metric;
 - bundles with per-CPU summaries (scan, timerlat, imported cyclictest,
-  oslat, sysjitter): one value per bundle and metric, the mean over its CPUs
+  oslat, sysjitter, rtla): one value per bundle and metric, the mean over its CPUs
   (or CPU by CPU with per_cpu); bundles with the same label are repetitions.
 
 A configuration is a bundle's label (or its directory name), joined with
@@ -95,10 +95,12 @@ SUMMARY_METRICS = {
     "fwq": ("noise_pct",),
     "timerlat": ("avg_ns", "p99_ns", "max_ns"),
     "oslat": ("avg_ns", "p99_ns", "max_ns"),
+    "osnoise": ("noise_pct", "max_single_ns", "irq_per_s", "thread_per_s"),  # imported rtla
 }
 _NOISE_FIELD = re.compile(r"(_pct|_per_s|^p\d+_ns|^(max|mean|avg|median)_ns)$")
 _TITLES = {"noise_pct": "noise %", "detours_per_s": "detours/s", "p99_ns": "p99",
-           "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max", "avg_ns": "avg"}
+           "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max", "avg_ns": "avg",
+           "max_single_ns": "max single", "irq_per_s": "IRQs/s", "thread_per_s": "threads/s"}
 
 
 def summary_metric(name: str) -> MetricInfo:

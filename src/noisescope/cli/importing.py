@@ -1,4 +1,4 @@
-"""noisescope import: read a cyclictest, oslat or sysjitter output file into a bundle."""
+"""noisescope import: read a cyclictest, oslat, sysjitter or rtla output file into a bundle."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ EXAMPLES
   noisescope import cyclictest results.json         # cyclictest --json=results.json
   noisescope import oslat oslat.json --label baseline
   noisescope import sysjitter sysjitter.txt -o old-run
+  rtla timerlat hist -c 0-3 -d 1m > tl.txt
+  noisescope import rtla tl.txt --label rt-kernel
+  noisescope import rtla osnoise-top.txt            # rtla osnoise top, -q or live
 """
 
 
@@ -33,7 +36,9 @@ def import_command(tool, file, label, cpus, output):
     report read like noisescope's own.
 
     cyclictest: the text output with -h (with or without -q), or --json.
-    oslat: --json or its text summary. sysjitter: its summary output."""
+    oslat: --json or its text summary. sysjitter: its summary output.
+    rtla: the text of osnoise top, timerlat top (-q, or live: the last
+    table), timerlat hist or osnoise hist."""
     destination = output or f"noisescope-{tool}-{file.stem}"
     return report(import_file(tool, file, label=label, destination=destination,
                               cpus=parse_cpu_list(cpus) if cpus else None))

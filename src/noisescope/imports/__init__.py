@@ -1,10 +1,12 @@
-"""Import results of the classic tools into bundles: cyclictest, oslat, sysjitter.
+"""Import results of the classic tools into bundles: cyclictest, oslat, sysjitter, rtla.
 
 Each reader turns one output file into an `Imported` result whose per-CPU
 summaries use the same keys as noisescope's own probes where the meaning is
-the same: cyclictest -> "timerlat" (as the timerlat probe), sysjitter ->
-"detour" (interruptions above a threshold, as the detour probe), oslat ->
-"oslat" (every loop gap, with the same min/avg/max/percentile keys).
+the same: cyclictest and rtla timerlat -> "timerlat" (as the timerlat probe),
+sysjitter and rtla osnoise hist -> "detour" (interruptions above a threshold,
+as the detour probe), oslat -> "oslat" (every loop gap, with the same
+min/avg/max/percentile keys), rtla osnoise top -> "osnoise" (noise per CPU
+and what interfered).
 Malformed or truncated files raise UsageError naming the file and line.
 """
 
@@ -21,12 +23,14 @@ from ..errors import UsageError
 from .common import Imported, SourceText
 from .cyclictest import read_cyclictest
 from .oslat import read_oslat
+from .rtla import read_rtla
 from .sysjitter import read_sysjitter
 
 READERS: dict[str, Callable[[SourceText, tuple[int, ...] | None], Imported]] = {
     "cyclictest": read_cyclictest,
     "oslat": read_oslat,
     "sysjitter": read_sysjitter,
+    "rtla": read_rtla,
 }
 TOOLS = tuple(READERS)
 

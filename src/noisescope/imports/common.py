@@ -60,8 +60,9 @@ class SourceText:
         return cls(path, text)
 
     def lines(self) -> list[tuple[int, str]]:
-        """(line number, line) pairs, without terminal cursor codes (cyclictest's
-        live display moves the cursor up before each refresh)."""
+        """(line number, line) pairs, without terminal codes (cyclictest's live
+        display moves the cursor up before each refresh, rtla's top clears the
+        screen with ESC c and colours its headers)."""
         return [(n, _ANSI.sub("", line).rstrip("\r"))
                 for n, line in enumerate(self.text.split("\n"), start=1)]
 
@@ -88,7 +89,7 @@ class SourceText:
         return after
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ANSI = re.compile(r"\x1b(?:\[[0-9;]*[A-Za-z]|c)")  # CSI sequences and ESC c (reset)
 
 
 def number(value: object, source: SourceText, line: int, what: str, hint: str) -> float:

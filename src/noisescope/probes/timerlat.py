@@ -93,16 +93,17 @@ def run(ctx: ProbeContext, *, interval_ns: int = DEFAULT_INTERVAL_NS,
     return ProbeResult("timerlat", tables, summaries, done.interrupted, notes)
 
 
-def histogram_table(cpu: int, counts: np.ndarray, overflow: int, max_ns: int | None) -> Table:
-    """Non-empty 1 us buckets as rows [lower_ns, upper_ns); the overflow bucket,
-    if any, runs from the limit to just past the largest latency."""
+def histogram_table(cpu: int, counts: np.ndarray, overflow: int, max_ns: int | None,
+                    bucket_ns: int = BUCKET_NS) -> Table:
+    """Non-empty buckets (1 us unless said) as rows [lower_ns, upper_ns); the
+    overflow bucket, if any, runs from the limit to just past the largest latency."""
     nonzero = np.flatnonzero(counts)
-    lower = nonzero.astype(np.int64) * BUCKET_NS
-    upper = lower + BUCKET_NS
+    lower = nonzero.astype(np.int64) * bucket_ns
+    upper = lower + bucket_ns
     count = counts[nonzero].astype(np.int64)
     if overflow:
-        limit = len(counts) * BUCKET_NS
-        top = max(int(max_ns) + 1, limit + BUCKET_NS) if max_ns is not None else limit + BUCKET_NS
+        limit = len(counts) * bucket_ns
+        top = max(int(max_ns) + 1, limit + bucket_ns) if max_ns is not None else limit + bucket_ns
         lower, upper = np.append(lower, limit), np.append(upper, top)
         count = np.append(count, overflow)
     return Table({

@@ -179,6 +179,21 @@ def timerlat_table(rows: list[dict]) -> RichTable:
     return t
 
 
+def timer_irq_table(rows: list[dict]) -> RichTable | None:
+    """The timer IRQ's own latency, where an imported rtla timerlat file has it."""
+    rows = [s for s in rows if s.get("irq_samples") is not None]
+    if not rows:
+        return None
+    t = RichTable(title="Timer IRQ latency (IRQ - deadline)", title_justify="left")
+    _place_columns(t, rows)
+    for name in ("samples", "min", "avg", "max"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        t.add_row(*_place(s), _num(s["irq_samples"]), _ns(s["irq_min_ns"]), _ns(s["irq_avg_ns"]),
+                  _ns(s["irq_max_ns"]))
+    return t
+
+
 def oslat_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="oslat (gaps between TSC reads, 1 us buckets)", title_justify="left")
     for name in ("CPU", "reads", "min", "avg", "max", "p50", "p99", "p99.9", "duration"):
@@ -191,12 +206,27 @@ def oslat_table(rows: list[dict]) -> RichTable:
     return t
 
 
+def osnoise_table(rows: list[dict]) -> RichTable:
+    t = RichTable(title="OS noise (osnoise tracer: noise in its runtime, interference counts)",
+                  title_justify="left")
+    _place_columns(t, rows)
+    for name in ("periods", "runtime", "noise %", "max noise", "max single", "HW", "NMI", "IRQ",
+                 "softirq", "thread"):
+        t.add_column(name, justify="right")
+    for s in rows:
+        t.add_row(*_place(s), _num(s["periods"]), _ns(s["runtime_ns"]), _pct(s["noise_pct"]),
+                  _ns(s["max_noise_ns"]), _ns(s["max_single_ns"]),
+                  *(_num(s[f"{k}_count"]) for k in ("hw", "nmi", "irq", "softirq", "thread")))
+    return t
+
+
 SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "detour": [detour_table, hourglass_table],
     "ftq": [ftq_table],
     "fwq": [fwq_table],
-    "timerlat": [timerlat_table],
+    "timerlat": [timerlat_table, timer_irq_table],
     "oslat": [oslat_table],
+    "osnoise": [osnoise_table],
     "workloads": [workloads_table],
     "occupancy": [occupancy_table],
     "attribution": [causes_table, scan_worst_table],
