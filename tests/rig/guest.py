@@ -24,11 +24,13 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +46,9 @@ SMP = "8,sockets=2,cores=2,threads=2"
 NODES = ((0, "0-3"), (1, "4-7"))
 MEMORY_MB = 2048
 ISOLATION = "isolcpus=2,3 nohz_full=2,3"
-BOOT_ALLOWANCE_S = 120  # booting and powering off, on top of the steps' own time limits
+BOOT_ALLOWANCE_S = 120  # from QEMU's start to the guest's job
+STEP_GRACE_S = 60  # a step this far past its own limit: the guest has stopped
+WATCH_INTERVAL_S = 1
 # Modules a modular distribution kernel needs before it can mount the shared root.
 GUEST_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 CONSOLE_TAIL_LINES = 30
@@ -296,7 +300,7 @@ mount --move /dev /newroot/dev; mount --move /proc /newroot/proc; mount --move /
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts devpts /newroot/dev/pts; mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
 mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup
-ip link set lo up  # MPI's launcher wants an interface
+ip link set lo up; hostname rig  # MPI's launcher wants an interface and a host name
 exec switch_root /newroot /bin/sh -c '
 . /run/out/guest.env
 echo "rig: job starts at uptime $(cut -d" " -f1 /proc/uptime) s"
@@ -323,23 +327,54 @@ def boot(kernel: Kernel, steps: list[Step], out: Path, *, isolation: str = ISOLA
         f"/usr/sbin:/usr/bin:/sbin:/bin\n"
         f"export PYTHONPATH={package_root} HOME=/root PYTHONDONTWRITEBYTECODE=1 TERM=dumb\n")
     console = out / "console.log"
-    timeout_s = BOOT_ALLOWANCE_S + sum(s.timeout_s for s in steps if not s.background)
     with tempfile.TemporaryDirectory(prefix="noisescope-rig-") as work:
         initrd = _initramfs(Path(work), kernel)
         command = _qemu_command(kernel, initrd, out, console, f"{isolation} {append}".strip())
+        qemu = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
         try:
-            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            run = _collect(kernel, out, console)
-            raise RigError(f"the {kernel.name} guest did not power off within {timeout_s} s "
-                           f"(steps done: {', '.join(run.steps) or 'none'}); console tail:\n"
-                           f"{_tail(run.console, CONSOLE_TAIL_LINES)}") from None
+            stuck = _watch(qemu, console, steps)
+        finally:
+            qemu.kill()
+            qemu.wait()
+    if stuck:
+        run = _collect(kernel, out, console)
+        raise RigError(f"the {kernel.name} guest {stuck} (steps done: "
+                       f"{', '.join(run.steps) or 'none'}); console tail:\n"
+                       f"{_tail(run.console, CONSOLE_TAIL_LINES)}")
     run = _collect(kernel, out, console)
     if "rig: job ended" not in run.console:
         raise RigError(f"the {kernel.name} guest stopped before its job ended; console tail:\n"
                        f"{_tail(run.console, CONSOLE_TAIL_LINES)}")
     return run
+
+
+def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step]) -> str | None:
+    """Wait for QEMU to exit; None, or what went wrong when the guest hangs:
+    it does not reach its job in BOOT_ALLOWANCE_S, or a step runs past its
+    own time limit by STEP_GRACE_S (the guest job kills a step at its limit,
+    so a step that overruns it means the guest itself stopped making progress)."""
+    limits = {s.name: s.timeout_s for s in steps}
+    began = time.monotonic()
+    current, since = None, began
+    seen = 0
+    while qemu.poll() is None:
+        time.sleep(WATCH_INTERVAL_S)
+        text = console.read_text(errors="replace") if console.exists() else ""
+        for line in text[seen:].splitlines():
+            if match := re.match(r"rig: step (\S+) (starts|ended)", line):
+                current = match[1] if match[2] == "starts" else None
+                since = time.monotonic()
+            elif line.startswith("rig: job starts"):
+                since = time.monotonic()
+        seen = len(text)
+        waited = time.monotonic() - since
+        if current is None and "rig: job starts" not in text and waited > BOOT_ALLOWANCE_S:
+            return f"did not reach its job within {BOOT_ALLOWANCE_S} s"
+        if current is not None and waited > limits.get(current, 0) + STEP_GRACE_S:
+            return (f"hung in step {current}: no end after {waited:.0f} s (its limit is "
+                    f"{limits.get(current, 0):.0f} s)")
+    return None
 
 
 def _collect(kernel: Kernel, out: Path, console: Path) -> GuestRun:

@@ -3,7 +3,10 @@
 Each step's return code, output and duration go to OUT/results.json, which
 is rewritten (atomically) after every step, so the results of the steps that
 ran survive a later step that hangs the guest; a line on the console marks
-the start and end of each (the console's tail then names a step that hung). Commands run from OUT, so
+the start and end of each, and every HEARTBEAT_S a line shows the guest is
+alive (the console's tail then tells a step that hung from a guest that
+stopped). A step at its time limit has its tasks' states written to the
+console before it is killed. Commands run from OUT, so
 relative paths in a step's argv land in the share the host reads.
 Standard library only: this starts before anything else in the guest.
 """
@@ -13,7 +16,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+
+HEARTBEAT_S = 30
 
 
 def main(out: str) -> int:
@@ -21,6 +27,7 @@ def main(out: str) -> int:
     with open("steps.json") as file:
         steps = json.load(file)
     results, background = [], {}
+    threading.Thread(target=heartbeat, daemon=True).start()
     try:
         for step in steps:
             console(f"rig: step {step['name']} starts")
@@ -51,8 +58,12 @@ def run(step: dict) -> dict:
         stdout, stderr = process.communicate(timeout=step["timeout_s"])
         code = process.returncode
     except subprocess.TimeoutExpired:
+        console(f"rig: step {step['name']} at its limit; its tasks:\n{tasks(process.pid)}")
         os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
+        try:  # a task outside its process group may still hold the pipes
+            stdout, stderr = process.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = "", "(output lost: the pipes stayed open after the kill)"
         code = None
     return result(step["name"], code, stdout, stderr, time.monotonic() - began)
 
@@ -71,6 +82,29 @@ def stop(name: str, process) -> dict:
 def result(name: str, code, stdout: str, stderr: str, seconds: float) -> dict:
     return {"name": name, "returncode": code, "stdout": stdout, "stderr": stderr,
             "seconds": round(seconds, 2)}
+
+
+def heartbeat() -> None:
+    while True:
+        time.sleep(HEARTBEAT_S)
+        with open("/proc/loadavg") as load:
+            console(f"rig: alive, load {' '.join(load.read().split()[:3])}")
+
+
+def tasks(session: int) -> str:
+    """State, kernel wait channel and command of every task of a session."""
+    lines = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getsid(int(pid)) != session:
+                continue
+            with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/wchan") as wchan:
+                fields = stat.read().rsplit(")", 1)
+                lines.append(f"  {pid} {fields[1].split()[0]} {wchan.read() or '-'} "
+                             f"{fields[0].split('(', 1)[1]}")
+        except OSError:
+            continue
+    return "\n".join(lines) or "  (none left)"
 
 
 def console(line: str) -> None:

@@ -18,60 +18,41 @@ NOISESCOPE = (sys.executable, "-m", "noisescope")
 SPINNER = ("sh", "-c", "while :; do :; done")
 SMT = "/sys/devices/system/cpu/smt"
 WORKLOAD_MS = 300
+OCCUPANCY_RUNS = 2  # each configuration's shares are pooled over its runs
 RUNS = 3
 
 
 def occupancy_experiment(workload: Path) -> str:
     """Sibling occupancy with real siblings (0-1, 2-3, 4-5, 6-7), core scheduling,
-    and NUMA placement: CPU 5 runs a foreign spinner throughout."""
-    run = f'"{workload}", "{WORKLOAD_MS}"'
-    return f"""
+    an isolated CPU and NUMA placement: CPU 5 runs a foreign spinner throughout."""
+    configurations = {
+        "idle-sibling": 'cpus = "6"',
+        "same-sibling": 'cpus = "6"',  # the workload forks its own second task onto 7
+        "foreign-sibling": 'cpus = "4"',
+        "coresched": 'cpus = "4"\ncore_scheduling = true',
+        "isolated": 'cpus = "3"',
+        "spread": 'ncpus = 2\nlayout = "spread"',
+        "packed": 'ncpus = 2\nlayout = "packed"',
+    }
+    text = f"""
 [experiment]
 name = "rig-occupancy"
-runs = {RUNS}
+runs = {OCCUPANCY_RUNS}
 warmup = 0
 
 [[workload]]
 name = "spin"
-command = [{run}]
-
-[[workload]]
-name = "spin-with-sibling"
-command = [{run}, "7"]
-
-[[configuration]]
-name = "idle-sibling"
-cpus = "6"
-env = {{ RIG_CONFIG = "idle-sibling", RIG_REPORT = "reports.jsonl" }}
-
-[[configuration]]
-name = "foreign-sibling"
-cpus = "4"
-env = {{ RIG_CONFIG = "foreign-sibling", RIG_REPORT = "reports.jsonl" }}
-
-[[configuration]]
-name = "coresched"
-cpus = "4"
-core_scheduling = true
-env = {{ RIG_CONFIG = "coresched", RIG_REPORT = "reports.jsonl" }}
-
-[[configuration]]
-name = "isolated"
-cpus = "3"
-env = {{ RIG_CONFIG = "isolated", RIG_REPORT = "reports.jsonl" }}
-
-[[configuration]]
-name = "spread"
-ncpus = 2
-layout = "spread"
-env = {{ RIG_CONFIG = "spread", RIG_REPORT = "reports.jsonl" }}
-
-[[configuration]]
-name = "packed"
-ncpus = 2
-layout = "packed"
-env = {{ RIG_CONFIG = "packed", RIG_REPORT = "reports.jsonl" }}
+command = ["{workload}", "{WORKLOAD_MS}"]
 """
+    for name, placement in configurations.items():
+        sibling = ', RIG_SIBLING = "7"' if name == "same-sibling" else ""
+        text += f"""
+[[configuration]]
+name = "{name}"
+{placement}
+env = {{ RIG_CONFIG = "{name}", RIG_REPORT = "reports.jsonl"{sibling} }}
+"""
+    return text
 
 
 def study_experiment(workload: Path) -> str:
@@ -115,12 +96,12 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
         Step("scan-all", (*NOISESCOPE, "scan", "--probes", "detour", "--duration", "2s",
                           "--osnoise", "on", *quiet, "-o", "scan-all"), timeout_s=240),
         Step("system-show", (*NOISESCOPE, "system", "show", "--cpus", "0-7"), timeout_s=60),
-        # nohz_full: an isolated CPU running only its sampler beside a housekeeping one.
-        Step("scan-nohz", (*NOISESCOPE, "scan", "--cpus", "2,6", "--probes", "detour",
-                           "--duration", "2s", *quiet, "-o", "scan-nohz"), timeout_s=180),
-        # Isolated CPUs named explicitly, in every command that takes CPUs.
-        Step("timerlat-isolated", (*NOISESCOPE, "timerlat", "--cpus", "2", "-D", "1s", "-q",
-                                   "-o", "timerlat-isolated"), timeout_s=120),
+        # nohz_full (CPU 2, isolated, beside housekeeping CPU 6), an isolated CPU named
+        # with --cpus, and CPU 0 for the comparison with rtla below.
+        Step("scan-cpus", (*NOISESCOPE, "scan", "--cpus", "0,2,6", "--probes", "detour",
+                           "--duration", "3s", *quiet, "-o", "scan-cpus"), timeout_s=180),
+        Step("timerlat", (*NOISESCOPE, "timerlat", "--cpus", "0,2", "-D", "3s", "-q",
+                          "-o", "timerlat"), timeout_s=180),
         Step("inject-isolated", (*NOISESCOPE, "inject", "--cpu", "3", "--rate", "100Hz",
                                  "--length", "100us", "--for", "1s"), timeout_s=90),
         Step("cluster-default", ("mpirun", "--allow-run-as-root", "--oversubscribe",
@@ -140,16 +121,10 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
         Step("stop-tenant-a", stop="tenant-a"),
         Step("stop-tenant-b", stop="tenant-b"),
         Step("smt-after", ("cat", f"{SMT}/control", "/sys/devices/system/cpu/online")),
-        # rtla beside noisescope on the same CPU, one after the other.
+        # rtla on CPU 0, beside scan-cpus and timerlat above.
         Step("rtla-osnoise-top", ("rtla", "osnoise", "top", "-c", "0", "-d", "4", "-q"),
              timeout_s=90),
-        Step("scan-cpu0", (*NOISESCOPE, "scan", "--cpus", "0", "--probes", "detour",
-                           "--duration", "4s", *quiet, "-o", "scan-cpu0"), timeout_s=180),
         Step("rtla-timerlat-top", ("rtla", "timerlat", "top", "-c", "0", "-d", "4", "-q"),
-             timeout_s=90),
-        Step("timerlat-cpu0", (*NOISESCOPE, "timerlat", "--cpus", "0", "-D", "4s", "-q",
-                               "-o", "timerlat-cpu0"), timeout_s=180),
-        Step("rtla-osnoise-hist", ("rtla", "osnoise", "hist", "-c", "0-1", "-d", "3"),
              timeout_s=90),
         Step("rtla-timerlat-hist", ("rtla", "timerlat", "hist", "-c", "0-1", "-d", "3"),
              timeout_s=90),

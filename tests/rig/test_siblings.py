@@ -2,10 +2,10 @@
 baseline / nosmt / coresched study, and NUMA placement (issue 12, items 3-5).
 
 The occupancy experiment (plan.occupancy_experiment) runs a spinning
-workload on CPU 6 (sibling 7 idle), CPU 4 (sibling 5 runs a foreign
-spinner throughout) and CPU 4 with a core-scheduling cookie, and a variant
-that forks its own second task onto CPU 7. The workload reports its own
-affinity and cookie (tests/rig/workload.c)."""
+workload on CPU 6 (sibling 7 idle), on CPU 6 forking its own second task
+onto CPU 7, on CPU 4 (sibling 5 runs a foreign spinner throughout) and on
+CPU 4 with a core-scheduling cookie. The workload reports its own affinity
+and cookie (tests/rig/workload.c)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_a_foreign_spinner_on_the_sibling_is_foreign(runs):
 def test_the_workloads_own_second_task_on_the_sibling_is_same(runs):
     """The forked task spins on CPU 7 until the same moment as its parent on 6;
     they overlap but for the fork and the move."""
-    row = occupancy(runs, "spin-with-sibling", "idle-sibling")
+    row = occupancy(runs, "spin", "same-sibling")
     assert row["same_pct"] >= 60 and row["same_pct"] > row["idle_pct"], row
     assert row["foreign_pct"] <= 10 and row["unknown_pct"] == 0, row
 

@@ -1,9 +1,9 @@
 /* The rig's test workload: spins on its CPU for a while and reports where it
  * ran and with which core-scheduling cookie, as the workload itself sees it.
  *
- *   workload MILLISECONDS [SIBLING_CPU]
+ *   workload MILLISECONDS
  *
- * With SIBLING_CPU it forks a second task of its own that moves to that CPU
+ * With $RIG_SIBLING set to a CPU, it forks a second task of its own that moves to that CPU
  * and spins until the same moment (the workload's own second thread on the
  * sibling: the two overlap but for the move). It reports first, then spins. One
  * line goes to $RIG_REPORT (appended): the configuration ($RIG_CONFIG), the
@@ -69,18 +69,19 @@ static void report(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MILLISECONDS [SIBLING_CPU]\n", argv[0]);
+        fprintf(stderr, "usage: %s MILLISECONDS\n", argv[0]);
         return 2;
     }
     report();
     double end = now() + atof(argv[1]) / 1000.0;
+    const char *sibling = getenv("RIG_SIBLING");
     pid_t child = -1;
-    if (argc > 2) {
+    if (sibling && *sibling) {
         child = fork();
         if (child == 0) {
             cpu_set_t set;
             CPU_ZERO(&set);
-            CPU_SET(atoi(argv[2]), &set);
+            CPU_SET(atoi(sibling), &set);
             if (sched_setaffinity(0, sizeof set, &set) != 0)
                 _exit(3);
             spin_until(end);
