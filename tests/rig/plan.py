@@ -9,6 +9,7 @@ briefly, and the tests check behaviour, structure and counts.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -18,6 +19,9 @@ NOISESCOPE = (sys.executable, "-m", "noisescope")
 SPINNER = ("sh", "-c", "while :; do :; done")
 SMT = "/sys/devices/system/cpu/smt"
 WORKLOAD_MS = 300
+BESIDE_S = 14  # noisescope's measuring window, around rtla's runs
+RTLA_S = 4
+RTLA_MARGIN_S = 2
 OCCUPANCY_RUNS = 2  # each configuration's shares are pooled over its runs
 RUNS = 3
 
@@ -84,6 +88,24 @@ core_scheduling = true
 """
 
 
+def beside(name: str, noisescope: tuple[str, ...], rtla: list[tuple[str, ...]]) -> Step:
+    """A noisescope run with rtla runs inside its measuring window: they start
+    RTLA_MARGIN_S after noisescope's trace instance appears (it measures from
+    then on) and each writes NAME.rtlaN.txt, with the wall-clock bounds of its
+    run (date +%s%N) in NAME.rtlaN.window. The step's output is noisescope's."""
+    quote = shlex.join
+    lines = [f"{quote(noisescope)} &", "run=$!",
+             "until ls -d /sys/kernel/tracing/instances/noisescope-* >/dev/null 2>&1; do",
+             "    kill -0 $run 2>/dev/null || break; sleep 0.2", "done", f"sleep {RTLA_MARGIN_S}"]
+    for index, command in enumerate(rtla):
+        prefix = f"{name}.rtla{index}"
+        lines += [f"date +%s%N > {prefix}.window",
+                  f"{quote(command)} > {prefix}.txt 2>&1; echo $? > {prefix}.rc",
+                  f"date +%s%N >> {prefix}.window"]
+    lines.append("wait $run")
+    return Step(name, ("sh", "-c", "\n".join(lines)), timeout_s=300)
+
+
 def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
     """The core-scheduling kernel, booted with isolcpus=2,3 nohz_full=2,3."""
     (out / "occupancy.toml").write_text(occupancy_experiment(workload))
@@ -96,12 +118,16 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
         Step("scan-all", (*NOISESCOPE, "scan", "--probes", "detour", "--duration", "2s",
                           "--osnoise", "on", *quiet, "-o", "scan-all"), timeout_s=240),
         Step("system-show", (*NOISESCOPE, "system", "show", "--cpus", "0-7"), timeout_s=60),
-        # nohz_full (CPU 2, isolated, beside housekeeping CPU 6), an isolated CPU named
-        # with --cpus, and CPU 0 for the comparison with rtla below.
-        Step("scan-cpus", (*NOISESCOPE, "scan", "--cpus", "0,2,6", "--probes", "detour",
-                           "--duration", "3s", *quiet, "-o", "scan-cpus"), timeout_s=180),
-        Step("timerlat", (*NOISESCOPE, "timerlat", "--cpus", "0,2", "-D", "3s", "-q",
-                          "-o", "timerlat"), timeout_s=180),
+        # rtla measuring CPU 0 while noisescope does (issue 12, item 7), in one window;
+        # the scan also measures CPU 2 (isolated, nohz_full, named with --cpus) beside
+        # housekeeping CPU 6, and timerlat CPU 2.
+        beside("scan", (*NOISESCOPE, "scan", "--cpus", "0,2,6", "--probes", "detour",
+                        "--duration", f"{BESIDE_S}s", *quiet, "-o", "scan"),
+               [("rtla", "osnoise", "top", "-c", "0", "-d", str(RTLA_S), "-q")]),
+        beside("timerlat", (*NOISESCOPE, "timerlat", "--cpus", "0,2", "-D", f"{BESIDE_S}s",
+                            "-q", "-o", "timerlat"),
+               [("rtla", "timerlat", "top", "-c", "0", "-d", str(RTLA_S), "-q"),
+                ("rtla", "timerlat", "hist", "-c", "0-1", "-d", "3")]),
         Step("inject-isolated", (*NOISESCOPE, "inject", "--cpu", "3", "--rate", "100Hz",
                                  "--length", "100us", "--for", "1s"), timeout_s=90),
         Step("cluster-default", ("mpirun", "--allow-run-as-root", "--oversubscribe",
@@ -121,20 +147,13 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
         Step("stop-tenant-a", stop="tenant-a"),
         Step("stop-tenant-b", stop="tenant-b"),
         Step("smt-after", ("cat", f"{SMT}/control", "/sys/devices/system/cpu/online")),
-        # rtla on CPU 0, beside scan-cpus and timerlat above.
-        Step("rtla-osnoise-top", ("rtla", "osnoise", "top", "-c", "0", "-d", "4", "-q"),
-             timeout_s=90),
-        Step("rtla-timerlat-top", ("rtla", "timerlat", "top", "-c", "0", "-d", "4", "-q"),
-             timeout_s=90),
-        Step("rtla-timerlat-hist", ("rtla", "timerlat", "hist", "-c", "0-1", "-d", "3"),
-             timeout_s=90),
     ]
 
 
 def rt_kernel_steps() -> list[Step]:
     """Debian's PREEMPT_RT kernel: its facts and the osnoise tracer's events."""
     return [
-        Step("scan-rt", (*NOISESCOPE, "scan", "--cpus", "0-3", "--probes", "detour",
+        Step("scan-rt", (*NOISESCOPE, "scan", "--cpus", "0,2", "--probes", "detour",
                          "--duration", "2s", "--osnoise", "on", "-q", "--no-report",
                          "-o", "scan-rt"), timeout_s=240),
         Step("osnoise-options-after", ("cat", "/sys/kernel/tracing/osnoise/options")),

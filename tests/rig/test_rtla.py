@@ -1,9 +1,13 @@
-"""rtla beside noisescope on the same guest CPU, one after the other (issue 12,
-item 7): both ran, and the counts both report over a window agree. Under TCG
-a vCPU receives timer interrupts and wakeups only while the host runs its
-thread, so every rate here is below the configured one and varies between
-runs by tens of percent; the tolerances below are set by that, not by any
-difference between the tools."""
+"""rtla beside noisescope on the same guest CPU and in the same window (issue
+12, item 7): `rtla osnoise top` runs while `noisescope scan` measures CPU 0,
+`rtla timerlat top` while `noisescope timerlat` does (plan.beside); each rtla
+run's wall-clock bounds are recorded, and noisescope's own record of that
+window is compared with what rtla printed. The two tools disturb each other
+(each is the other's noise), but the counts compared are the kernel's: the
+interrupts CPU 0 took, and the timer wakeups a 1 ms timer produced.
+Comparing the same window matters under TCG: a vCPU takes interrupts and
+wakeups only while the host runs its thread, so rates change with the host's
+load from one minute to the next."""
 
 from __future__ import annotations
 
@@ -19,6 +23,24 @@ IRQ_EVENTS = ("irq_handler_entry", "local_timer_entry", "call_function_entry",
 ANSI = re.compile(r"\x1b(\[[0-9;]*[A-Za-z]|c)")
 
 
+def rtla_run(guest, step: str, index: int) -> tuple[str, tuple[int, int]]:
+    """rtla's output and its window on the bundle's clock (ns since its origin)."""
+    guest.succeeded(step)
+    prefix = guest.path(f"{step}.rtla{index}")
+    text = prefix.with_suffix(".txt").read_text()
+    assert prefix.with_suffix(".rc").read_text().strip() == "0", text
+    start, end = map(int, prefix.with_suffix(".window").read_text().split())
+    origin = guest.bundle(step).clock.origin_realtime_ns
+    return text, (start - origin, end - origin)
+
+
+def inside_measurement(bundle, cpu: int, window: tuple[int, int]) -> None:
+    windows = bundle.windows.filter(bundle.windows["cpu"] == cpu)
+    first, last = int(windows["start_ns"].min()), int(windows["end_ns"].max())
+    assert first <= window[0] and window[1] <= last, (
+        f"rtla ran {window}, outside noisescope's measurement of CPU {cpu} [{first}, {last}]")
+
+
 def last_row(text: str, cpu: int) -> list[str]:
     """The last table row of `cpu` in rtla top's output (colour codes dropped)."""
     rows = [line.split() for line in ANSI.sub("", text).splitlines()
@@ -27,61 +49,50 @@ def last_row(text: str, cpu: int) -> list[str]:
     return rows[-1]
 
 
-def elapsed_s(text: str) -> int:
-    """The duration rtla top printed last (days HH:MM:SS)."""
-    days, hours, minutes, seconds = map(int, re.findall(r"(\d+) (\d\d):(\d\d):(\d\d)", text)[-1])
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+def test_interrupts_on_cpu_0_agree_with_rtla_osnoise_over_the_same_window(rig_guest):
+    """rtla osnoise top's IRQ column counts the interrupts CPU 0 took while its
+    sampling ran (interrupts of every kind, during the whole run: its runtime
+    is its period); noisescope's trace counts the interrupt entries on CPU 0
+    between rtla's start and end. rtla's window is wider by its own start-up
+    and tear-down (a few tens of ms of `date` and exec on either side; up to
+    about 10% of the 4 s window under TCG): the counts agree within 15%."""
+    text, window = rtla_run(rig_guest, "scan", 0)
+    bundle = rig_guest.bundle("scan")
+    inside_measurement(bundle, 0, window)
+    rtla_irqs = int(last_row(text, 0)[9])  # CPU Period Runtime Noise %Aval MaxNoise MaxSingle HW NMI IRQ
+    events = bundle.table("events")
+    ours = int(np.sum((events["cpu"] == 0) & np.isin(events["event"], IRQ_EVENTS)
+                      & (events["timestamp_ns"] >= window[0]) & (events["timestamp_ns"] < window[1])))
+    assert rtla_irqs >= 50, text  # the tick, at least
+    assert ours == pytest.approx(rtla_irqs, rel=0.15), (ours, rtla_irqs)
 
 
-def in_windows(table, windows):
-    inside = np.zeros(table.rows, bool)
-    for start, end in zip(windows["start_ns"].tolist(), windows["end_ns"].tolist(), strict=True):
-        inside |= (table["timestamp_ns"] >= start) & (table["timestamp_ns"] < end)
-    return inside
+def test_timer_wakeups_on_cpu_0_agree_with_rtla_timerlat_over_the_same_window(rig_guest):
+    """Both wake a SCHED_FIFO thread on CPU 0 every 1 ms; rtla's COUNT and
+    noisescope's wakeups inside rtla's window count the timers that fired
+    (a period missed while the host did not run the vCPU is missed by both).
+    rtla's window is wider by its start-up and tear-down as above: within 15%."""
+    text, window = rtla_run(rig_guest, "timerlat", 0)
+    bundle = rig_guest.bundle("timerlat")
+    inside_measurement(bundle, 0, window)
+    rtla_count = int(last_row(text, 0)[1].lstrip("#"))
+    series = bundle.table("timerlat")
+    wakeups = series["wakeup_ns"] if "wakeup_ns" in series else series["start_ns"]
+    ours = int(np.sum((series["cpu"] == 0) & (wakeups >= window[0]) & (wakeups < window[1])))
+    assert rtla_count >= 500, text
+    assert ours == pytest.approx(rtla_count, rel=0.15), (ours, rtla_count)
 
 
-def test_interrupts_per_second_on_a_housekeeping_cpu_agree_with_rtla_osnoise(rig_guest):
-    """rtla osnoise top's IRQ column counts the interrupts its sampling thread
-    saw on CPU 0; noisescope's trace counts the interrupt entries on CPU 0
-    while its sampler ran. Both are mostly the 250 Hz tick (139/s and 184/s
-    were seen); noisescope sampled CPUs 0, 2 and 6 at once, rtla CPU 0 alone,
-    so three busy vCPUs shared the host's two CPUs in one case and one in
-    the other: they must agree within a factor of two."""
-    row = last_row(rig_guest.succeeded("rtla-osnoise-top").stdout, 0)
-    runtime_s, irqs = int(row[2]) / 1e6, int(row[9])  # RUNTIME in us, IRQ count
-    bundle = rig_guest.bundle("scan-cpus")
-    events, windows = bundle.table("events"), bundle.windows
-    events, windows = events.filter(events["cpu"] == 0), windows.filter(windows["cpu"] == 0)
-    measured_s = int((windows["end_ns"] - windows["start_ns"]).sum()) / 1e9
-    ours = int(np.sum(np.isin(events["event"], IRQ_EVENTS) & in_windows(events, windows)))
-    rtla_rate, our_rate = irqs / runtime_s, ours / measured_s
-    assert rtla_rate > 20 and our_rate > 20, (rtla_rate, our_rate)
-    assert 0.5 <= our_rate / rtla_rate <= 2.0, (our_rate, rtla_rate)
-
-
-def test_timer_wakeups_per_second_agree_with_rtla_timerlat(rig_guest):
-    """Both wake a thread on CPU 0 every 1 ms for a few seconds; rtla's COUNT and
-    noisescope's samples are the wakeups that happened (914/s and 873/s were
-    seen): within 25% of each other."""
-    text = rig_guest.succeeded("rtla-timerlat-top").stdout
-    rtla_rate = int(last_row(text, 0)[1].lstrip("#")) / elapsed_s(text)
-    summary = {s["cpu"]: s for s in rig_guest.bundle("timerlat").summaries["timerlat"]}[0]
-    our_rate = summary["samples"] / (summary["measured_ns"] / 1e9)
-    assert summary["interval_ns"] == 1_000_000
-    assert rtla_rate > 100 and our_rate > 100, (rtla_rate, our_rate)
-    assert our_rate / rtla_rate == pytest.approx(1.0, abs=0.25), (our_rate, rtla_rate)
-
-
-@pytest.mark.parametrize("step", ["rtla-osnoise-top", "rtla-timerlat-top", "rtla-timerlat-hist"])
-def test_rtla_output_from_the_guest_imports_beside_noisescopes_own(rig_guest, step, tmp_path):
-    """What rtla printed in the guest becomes a bundle (the importer was built on
-    captures of the same rtla), with the CPUs it measured."""
-    source = tmp_path / f"{step}.txt"
-    source.write_text(rig_guest.succeeded(step).stdout)
+@pytest.mark.parametrize(("step", "index", "kind", "cpus"), [
+    ("scan", 0, "osnoise", [0]), ("timerlat", 0, "timerlat", [0]),
+    ("timerlat", 1, "timerlat", [0, 1])])
+def test_rtla_output_from_the_guest_imports(rig_guest, step, index, kind, cpus, tmp_path):
+    """What rtla printed in the guest becomes a bundle (the importer was built
+    on captures of the same rtla), with the CPUs it measured."""
+    text, _ = rtla_run(rig_guest, step, index)
+    source = tmp_path / f"{step}{index}.txt"
+    source.write_text(text)
     bundle = import_file("rtla", source)
-    kind = "osnoise" if "osnoise" in step else "timerlat"
-    cpus = sorted(s["cpu"] for s in bundle.summaries[kind])
-    assert cpus == ([0, 1] if step.endswith("hist") else [0])
-    if step == "rtla-timerlat-top":  # the same count the comparison above read
-        text = source.read_text()
+    assert sorted(s["cpu"] for s in bundle.summaries[kind]) == cpus
+    if kind == "timerlat" and index == 0:  # the count the comparison above read
         assert bundle.summaries["timerlat"][0]["samples"] == int(last_row(text, 0)[1].lstrip("#"))

@@ -3,9 +3,11 @@
  *
  *   workload MILLISECONDS
  *
- * With $RIG_SIBLING set to a CPU, it forks a second task of its own that moves to that CPU
- * and spins until the same moment (the workload's own second thread on the
- * sibling: the two overlap but for the move). It reports first, then spins. One
+ * With $RIG_SIBLING set to a CPU, it forks a second task of its own that moves to
+ * that CPU; once there, the child sets the moment both stop spinning and tells
+ * the parent, which waits for it asleep: the two spin side by side for the
+ * whole time, however long the move took (the workload's own second thread on
+ * the sibling). It reports first, then spins. One
  * line goes to $RIG_REPORT (appended): the configuration ($RIG_CONFIG), the
  * CPUs it may run on (sched_getaffinity) and its cookie
  * (prctl(PR_SCHED_CORE, PR_SCHED_CORE_GET, 0, PIDTYPE_PID, &cookie): the
@@ -73,10 +75,13 @@ int main(int argc, char **argv)
         return 2;
     }
     report();
-    double end = now() + atof(argv[1]) / 1000.0;
+    double seconds = atof(argv[1]) / 1000.0, end = now() + seconds;
     const char *sibling = getenv("RIG_SIBLING");
     pid_t child = -1;
     if (sibling && *sibling) {
+        int ready[2];
+        if (pipe(ready) != 0)
+            return 1;
         child = fork();
         if (child == 0) {
             cpu_set_t set;
@@ -84,9 +89,15 @@ int main(int argc, char **argv)
             CPU_SET(atoi(sibling), &set);
             if (sched_setaffinity(0, sizeof set, &set) != 0)
                 _exit(3);
+            sched_yield(); /* runs on the sibling from here */
+            end = now() + seconds;
+            if (write(ready[1], &end, sizeof end) != sizeof end)
+                _exit(4);
             spin_until(end);
             _exit(0);
         }
+        if (read(ready[0], &end, sizeof end) != sizeof end)
+            return 1;
     }
     spin_until(end);
     if (child > 0) {
