@@ -366,6 +366,10 @@ static PyObject *native_run(PyObject *self, PyObject *args)
             get_series(spec, "window_end", &b, &t->window_end) < 0 ||
             parse_probe(kind, spec, &b, t) < 0)
             goto done;
+        if (t->window_start.capacity != t->window_end.capacity) {
+            PyErr_SetString(PyExc_ValueError, "native run: window buffers differ in length");
+            goto done;
+        }
         PyObject *inject = PyDict_GetItemString(spec, "inject");
         if (inject != NULL && inject != Py_None) {
             if (!PyDict_Check(inject) || parse_injection(inject, &b, &signal_injections[i]) < 0) {

@@ -219,7 +219,7 @@ static void run_windows(struct ns_thread *t, size_t index, const struct ns_sched
             begin = ns_ticks();
         }
         last_end = measure_window(t, s, w, begin, control->stop);
-        if (w < t->window_start.capacity) {
+        if (w < t->window_start.capacity && w < t->window_end.capacity) {
             t->window_start.data[w] = begin;
             t->window_end.data[w] = last_end;
         }
