@@ -1,17 +1,22 @@
-"""The native core stays safe where Python or the clock does something unusual:
-mismatched buffers are refused."""
+"""The native core stays safe where Python, the clock or other signal senders
+do something unusual: mismatched buffers are refused, stray signals are no
+injections, concurrent runs share the signal handler."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from noisescope import _native
+
+from ..helpers import RT
 
 HERE = Path(__file__).parent
 SOURCE = HERE.parents[1]
@@ -74,3 +79,52 @@ def test_a_run_never_writes_past_the_window_end_buffer(harness):
     assert found["error"] == "0" and found["thread_error"] == "0"
     assert found["windows"] == "3"
     assert found["canaries"] == "intact"
+
+
+# Signal-mode injection: stray signals, concurrent runs ----------------------
+
+def injection_child(mode: str) -> dict:
+    cpu = max(os.sched_getaffinity(0))
+    done = subprocess.run([sys.executable, str(HERE / "injection_child.py"), mode, str(cpu),
+                           str(95 if RT else 0)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"the child died ({done.returncode}): {done.stderr[-2000:]}"
+    return json.loads(done.stdout)
+
+
+def assert_counts_match_the_timer(run: dict) -> None:
+    """Every injection a run counts is one expiration of its own timer: the
+    deliveries plus the expirations the kernel merged into them equal the
+    timer's expirations up to the last delivery (the timer starts with the
+    window), whatever the machine's load delayed. Signals that are not the
+    timer's would add deliveries without expirations."""
+    assert run["error"] == 0, run
+    period, last = run["period_ns"], run["last_start_ns"]
+    assert last >= run["duration_ns"] - 1.5 * period, run  # the timer ran the whole run
+    expirations = last // period + 1
+    assert expirations - 1 <= run["stored"] + run["coalesced"] <= expirations + 1, run
+
+
+def test_stray_signals_to_an_injection_target_are_ignored():
+    """tgkill (SI_TKILL), sigqueue with a bogus value (SI_QUEUE) and a forged
+    SI_TIMER siginfo carrying a bogus pointer, 20 of each, sent to the
+    signal-mode target thread during its run: the process survives and none
+    of them is counted."""
+    report = injection_child("forged")
+    assert report["sent"] == {"tgkill": [0], "sigqueue": [0], "forged_timer": [0]}  # delivered
+    [run] = report["runs"]
+    assert_counts_match_the_timer(run)
+    assert run["stored"] <= run["duration_ns"] // run["period_ns"] + 2
+
+
+def test_concurrent_injection_runs_share_the_signal_handler():
+    """Two runs from two Python threads on one CPU, the first ending while the
+    second still runs: both count their own timer's injections, the handler
+    stays installed while any run needs it and is removed after the last."""
+    report = injection_child("concurrent")
+    first, second = report["runs"]
+    for run in (first, second):
+        assert_counts_match_the_timer(run)
+    assert abs(first["median_spacing_ns"] - 40e6) < 4e6  # each run's own period
+    assert abs(second["median_spacing_ns"] - 100e6) < 10e6
+    assert report["installed"] == {"both_running": True, "second_running": True,
+                                   "second_was_running": True, "none_running": False}
