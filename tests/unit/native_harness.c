@@ -2,6 +2,10 @@
  * scripts (built with -DNS_SCRIPTED_CLOCK, see clock.h), for what the real
  * clocks and the Python binding cannot produce. Used by test_native_safety.py.
  *
+ *   harness detour THRESHOLD T0 T1 ... TN   the detour loop over tick readings
+ *                                           T1..TN, starting from T0, ending at TN
+ *   harness calibrate A B                   calibration against clocks that move A
+ *                                           ticks and B ns per clock read
  *   harness windows CPU                     a 3-window run whose window_end holds 1
  *
  * Each prints one line of key=value pairs.
@@ -50,6 +54,41 @@ uint64_t ns_scripted_mono_ns(clockid_t clock)
     return real_ns(clock);
 }
 
+static int detour(int argc, char **argv)
+{
+    static uint64_t start[64], length[64], histogram[NS_HIST_BINS];
+    struct ns_detour d = {.threshold = strtoull(argv[0], NULL, 0), .hourglass_cut = 1000,
+                          .start = {start, 64}, .length = {length, 64}, .histogram = histogram};
+    script = LIST;
+    nreadings = (size_t)argc - 1;
+    readings = calloc(nreadings, sizeof *readings);
+    for (size_t i = 0; i < nreadings; i++)
+        readings[i] = strtoull(argv[i + 1], NULL, 0);
+    volatile int64_t stop = 0;
+    ns_detour_prepare(&d);
+    next_reading = 1;
+    ns_detour_window(&d, readings[0], readings[nreadings - 1], &stop);
+    uint64_t gaps = 0;
+    for (unsigned i = 0; i < NS_HIST_BINS; i++)
+        gaps += histogram[i];
+    printf("detours=%" PRIu64 " lost=%" PRIu64 " max_gap=%" PRIu64 " backwards=%" PRIu64
+           " gaps=%" PRIu64 " lengths=",
+           d.detours, d.lost_ticks, d.max_gap, d.clock_backwards, gaps);
+    for (size_t i = 0; i < d.stored; i++)
+        printf("%s%" PRIu64, i ? "," : "", length[i]);
+    printf("\n");
+    return 0;
+}
+
+static int calibrate(char **argv)
+{
+    script = LINEAR;
+    ticks_step = strtoll(argv[0], NULL, 0);
+    mono_step = strtoll(argv[1], NULL, 0);
+    printf("rate=%.17g\n", ns_calibrate_ticks_per_ns(0));
+    return 0;
+}
+
 /* window_end is the first element of an array whose others are canaries:
  * a run that writes past its capacity overwrites them. */
 static int windows(char **argv)
@@ -72,6 +111,10 @@ static int windows(char **argv)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 5 && strcmp(argv[1], "detour") == 0)
+        return detour(argc - 2, argv + 2);
+    if (argc == 4 && strcmp(argv[1], "calibrate") == 0)
+        return calibrate(argv + 2);
     if (argc == 3 && strcmp(argv[1], "windows") == 0)
         return windows(argv + 2);
     fprintf(stderr, "usage: see the comment at the top of %s\n", __FILE__);

@@ -1,6 +1,7 @@
 """The native core stays safe where Python, the clock or other signal senders
-do something unusual: mismatched buffers are refused, stray signals are no
-injections, concurrent runs share the signal handler."""
+do something unusual: mismatched buffers and thresholds are refused, a clock
+going backwards or standing still is no detour and no division by zero, stray
+signals are no injections, concurrent runs share the signal handler."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ import numpy as np
 import pytest
 
 from noisescope import _native
+from noisescope.diagnostics import Code
+from noisescope.probes.detour import clock_backwards_diagnostics
 
 from ..helpers import RT
 
 HERE = Path(__file__).parent
 SOURCE = HERE.parents[1]
 NATIVE = SOURCE / "src" / "noisescope" / "_native"
+FLOOR = _native.HISTOGRAM_FLOOR_TICKS
 
 
 def schedule(windows: int = 1) -> dict:
@@ -51,6 +55,28 @@ def test_window_buffers_of_different_lengths_are_refused():
         run_detour(spec)
 
 
+@pytest.mark.parametrize("threshold, hourglass", [(FLOOR - 1, 1000), (10_000, FLOOR - 2)])
+def test_a_threshold_below_what_the_loop_records_is_refused(threshold, hourglass):
+    """Gaps under the histogram floor are only counted by the loop, never
+    recorded: a threshold (or Hourglass cut) there would miss detours silently."""
+    spec = detour_spec(threshold_ticks=threshold, hourglass_ticks=hourglass)
+    with pytest.raises(ValueError, match=f"threshold_ticks must be at least {FLOOR}"):
+        run_detour(spec)
+
+
+def test_the_lowest_threshold_the_loop_records_is_accepted():
+    result = run_detour(detour_spec(threshold_ticks=FLOOR, hourglass_ticks=FLOOR - 1))
+    assert result["error"] == 0 and result["windows"] == 2
+    assert result["clock_backwards"] == 0  # a sane clock, reported as such
+
+
+def test_a_clock_stepping_back_is_surfaced_as_a_warning():
+    samplers = [{"cpu": 1, "clock_backwards": 3}, {"cpu": 2, "clock_backwards": 0}]
+    [note] = clock_backwards_diagnostics(samplers)
+    assert note.code is Code.CLOCK
+    assert "CPU 1" in note.message and "stepped back 3 times" in note.message
+
+
 # The C functions, driven with a scripted clock ------------------------------
 
 @pytest.fixture(scope="module")
@@ -72,6 +98,29 @@ def run_harness(program: Path, *args) -> dict:
     done = subprocess.run([str(program), *map(str, args)], capture_output=True, text=True,
                           timeout=30, check=True)
     return dict(field.split("=", 1) for field in done.stdout.split())
+
+
+def test_a_clock_stepping_back_is_counted_not_taken_for_a_detour(harness):
+    # Readings: two short steps, a 18900-tick detour, a step back of 1000
+    # ticks, a short step, a 20950-tick detour (the window ends there).
+    readings = [1000, 1050, 1100, 20000, 19000, 19050, 40000]
+    found = run_harness(harness, "detour", 1000, *readings)
+    assert found["backwards"] == "1"
+    assert found["lengths"] == "18900,20950" and found["detours"] == "2"
+    assert int(found["lost"]) == 18900 + 20950
+    assert int(found["max_gap"]) == 20950
+    assert int(found["gaps"]) == len(readings) - 2  # every step but the one back
+
+
+@pytest.mark.parametrize("ticks_per_read, ns_per_read, rate", [
+    (5, 2, 2.5),   # both clocks move: their ratio
+    (5, 0, 0.0),   # CLOCK_MONOTONIC_RAW stands still: no rate (was a division by zero)
+    (-5, 2, 0.0),  # the tick counter goes back: no rate (was a wrapped, huge one)
+])
+def test_calibration_needs_both_clocks_to_move_forward(harness, ticks_per_read, ns_per_read,
+                                                       rate):
+    found = run_harness(harness, "calibrate", ticks_per_read, ns_per_read)
+    assert float(found["rate"]) == rate
 
 
 def test_a_run_never_writes_past_the_window_end_buffer(harness):

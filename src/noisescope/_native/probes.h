@@ -40,6 +40,7 @@ struct ns_detour {
     /* results */
     size_t stored;
     uint64_t detours, overflow, lost_ticks, max_gap, hourglass_gaps;
+    uint64_t clock_backwards; /* steps where the clock read less than before */
     uint64_t resolution; /* ns_loop_resolution_ticks() on this CPU before the run */
 };
 
@@ -153,6 +154,7 @@ uint64_t ns_timerlat_window(struct ns_timerlat *tl, uint64_t begin_mono, uint64_
 /* Helpers used before measuring. */
 uint64_t ns_loop_resolution_ticks(uint64_t duration_ticks);
 uint64_t ns_min_work_ticks(uint64_t units, uint64_t unit_iters, unsigned repetitions);
+/* Ticks per ns against CLOCK_MONOTONIC_RAW; 0 when either clock did not move forward. */
 double ns_calibrate_ticks_per_ns(uint64_t duration_ns);
 
 /* Injection in signal mode (inject.c). The handler is shared by every run
