@@ -1,15 +1,18 @@
-"""The native core stays safe where Python, the clock or other signal senders
-do something unusual: mismatched buffers and thresholds are refused, a clock
-going backwards or standing still is no detour and no division by zero, stray
-signals are no injections, concurrent runs share the signal handler."""
+"""The native core stays safe where Python, the clock, other signal senders or
+the harness's pipes do something unusual: mismatched buffers and thresholds
+are refused, a clock going backwards or standing still is no detour and no
+division by zero, stray signals are no injections, concurrent runs share the
+signal handler, and the launcher delivers every line it writes."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from ..helpers import RT
 HERE = Path(__file__).parent
 SOURCE = HERE.parents[1]
 NATIVE = SOURCE / "src" / "noisescope" / "_native"
+LAUNCHER = Path(_native.__file__).parent / "libexec" / "noisescope-launch"
 FLOOR = _native.HISTOGRAM_FLOOR_TICKS
 
 
@@ -177,3 +181,47 @@ def test_concurrent_injection_runs_share_the_signal_handler():
     assert abs(second["median_spacing_ns"] - 100e6) < 10e6
     assert report["installed"] == {"both_running": True, "second_running": True,
                                    "second_was_running": True, "none_running": False}
+
+
+# The workload launcher -------------------------------------------------------
+
+def launcher_request(argv: list[str]) -> bytes:
+    fields = [argv[0], str(len(argv)), *argv, "0", ""]
+    payload = b"".join(os.fsencode(f) + b"\0" for f in fields)
+    return struct.pack("=I", len(payload)) + payload
+
+
+@pytest.mark.skipif(not LAUNCHER.exists(), reason="noisescope-launch not built")
+def test_the_launcher_waits_out_non_blocking_pipes():
+    """Its result pipe non-blocking and full, its request pipe non-blocking and
+    empty at first: the launcher waits for both instead of dropping its lines
+    (a write that fails with EAGAIN) or quitting (a read that does)."""
+    request_read, request_write = os.pipe()
+    result_read, result_write = os.pipe()
+    for fd in (request_read, result_write):
+        os.set_blocking(fd, False)
+    filled = 0
+    try:
+        while True:
+            filled += os.write(result_write, b"\n" * 4096)
+    except BlockingIOError:
+        pass
+    launcher = subprocess.Popen([str(LAUNCHER), str(request_read), str(result_write)],
+                                pass_fds=(request_read, result_write))
+    os.close(request_read)
+    os.close(result_write)
+    time.sleep(0.2)  # the launcher meets an empty request pipe
+    os.write(request_write, launcher_request(["/bin/true"]))
+    os.close(request_write)
+    time.sleep(0.5)  # and a full result pipe
+    output = b""
+    while chunk := os.read(result_read, 65536):
+        output += chunk
+    os.close(result_read)
+    assert launcher.wait(timeout=10) == 0
+    assert output[:filled] == b"\n" * filled
+    lines = output[filled:].decode().split()
+    assert lines[0] == "P" and int(lines[1]) > 0
+    report = output[filled:].decode().splitlines()[-1].split()
+    assert report[0] == "R" and report[1:3] == ["0", "0"]  # spawned, exit status 0
+    assert len(report) == 11

@@ -25,8 +25,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,17 @@ static long long microseconds(struct timeval t)
     return (long long)t.tv_sec * 1000000 + t.tv_usec;
 }
 
+/* Waits until `fd` is ready for `events` (the harness may hand over
+ * non-blocking pipes); 0, or -1 on error. */
+static int wait_ready(int fd, short events)
+{
+    struct pollfd ready = {.fd = fd, .events = events};
+    while (poll(&ready, 1, -1) < 0)
+        if (errno != EINTR)
+            return -1;
+    return 0;
+}
+
 /* Reads exactly `size` bytes; 0 on success, -1 at end of file or error. */
 static int read_all(int fd, void *buffer, size_t size)
 {
@@ -57,6 +70,8 @@ static int read_all(int fd, void *buffer, size_t size)
     while (size > 0) {
         ssize_t got = read(fd, at, size);
         if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_ready(fd, POLLIN) == 0)
             continue;
         if (got <= 0)
             return -1;
@@ -66,9 +81,35 @@ static int read_all(int fd, void *buffer, size_t size)
     return 0;
 }
 
-static int write_line(int fd, const char *line, int length)
+/* Writes all `size` bytes, through short writes, signals and a full
+ * non-blocking pipe; 0 on success, -1 on error (such as a vanished harness). */
+static int write_all(int fd, const char *data, size_t size)
 {
-    return length > 0 && write(fd, line, (size_t)length) == length ? 0 : -1;
+    while (size > 0) {
+        ssize_t done = write(fd, data, size);
+        if (done < 0 && errno == EINTR)
+            continue;
+        if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_ready(fd, POLLOUT) == 0)
+            continue;
+        if (done < 0)
+            return -1;
+        data += done;
+        size -= (size_t)done;
+    }
+    return 0;
+}
+
+/* Formats one line and writes all of it. */
+__attribute__((format(printf, 2, 3))) static int write_line(int fd, const char *format, ...)
+{
+    char line[256];
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    if (length < 0 || (size_t)length >= sizeof line)
+        return -1;
+    return write_all(fd, line, (size_t)length);
 }
 
 /* Splits the request into path, argv, envp and cwd (pointers into `data`). */
@@ -131,7 +172,6 @@ static void run_one(const char *path, char **argv, char **envp, const char *cwd,
     if (cwd[0] != '\0')
         posix_spawn_file_actions_addchdir_np(&actions, cwd);
 
-    char line[256];
     pid_t pid;
     struct rusage usage;
     memset(&usage, 0, sizeof usage);
@@ -139,7 +179,7 @@ static void run_one(const char *path, char **argv, char **envp, const char *cwd,
     int64_t start = monotonic_ns();
     int error = posix_spawn(&pid, path, &actions, &attr, argv, envp);
     if (error == 0) {
-        write_line(results, line, snprintf(line, sizeof line, "P %d\n", (int)pid));
+        write_line(results, "P %d\n", (int)pid);
         while (wait4(pid, &status, 0, &usage) < 0) {
             if (errno != EINTR) {
                 error = errno;
@@ -150,11 +190,10 @@ static void run_one(const char *path, char **argv, char **envp, const char *cwd,
     int64_t wall = monotonic_ns() - start;
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    write_line(results, line,
-               snprintf(line, sizeof line, "R %d %d %lld %lld %lld %ld %ld %ld %ld %ld\n", error,
-                        status, (long long)wall, microseconds(usage.ru_utime),
-                        microseconds(usage.ru_stime), usage.ru_maxrss, usage.ru_nvcsw,
-                        usage.ru_nivcsw, usage.ru_minflt, usage.ru_majflt));
+    write_line(results, "R %d %d %lld %lld %lld %ld %ld %ld %ld %ld\n", error, status,
+               (long long)wall, microseconds(usage.ru_utime), microseconds(usage.ru_stime),
+               usage.ru_maxrss, usage.ru_nvcsw, usage.ru_nivcsw, usage.ru_minflt,
+               usage.ru_majflt);
 }
 
 int main(int argc, char **argv)
