@@ -52,46 +52,22 @@ static long long microseconds(struct timeval t)
     return (long long)t.tv_sec * 1000000 + t.tv_usec;
 }
 
-/* Waits until `fd` is ready for `events` (the harness may hand over
- * non-blocking pipes); 0, or -1 on error. */
-static int wait_ready(int fd, short events)
-{
-    struct pollfd ready = {.fd = fd, .events = events};
-    while (poll(&ready, 1, -1) < 0)
-        if (errno != EINTR)
-            return -1;
-    return 0;
-}
-
-/* Reads exactly `size` bytes; 0 on success, -1 at end of file or error. */
-static int read_all(int fd, void *buffer, size_t size)
-{
-    char *at = buffer;
-    while (size > 0) {
-        ssize_t got = read(fd, at, size);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_ready(fd, POLLIN) == 0)
-            continue;
-        if (got <= 0)
-            return -1;
-        at += got;
-        size -= (size_t)got;
-    }
-    return 0;
-}
-
-/* Writes all `size` bytes, through short writes, signals and a full
- * non-blocking pipe; 0 on success, -1 on error (such as a vanished harness). */
-static int write_all(int fd, const char *data, size_t size)
+/* Transfers exactly `size` bytes, reading (POLLIN) or writing (POLLOUT),
+ * through short transfers, signals and non-blocking pipes that are empty or
+ * full (the harness may hand such over): waits until the pipe is ready.
+ * 0 on success, -1 at end of file or on error (such as a vanished harness). */
+static int transfer_all(int fd, char *data, size_t size, short direction)
 {
     while (size > 0) {
-        ssize_t done = write(fd, data, size);
+        ssize_t done = direction == POLLIN ? read(fd, data, size) : write(fd, data, size);
         if (done < 0 && errno == EINTR)
             continue;
-        if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_ready(fd, POLLOUT) == 0)
-            continue;
-        if (done < 0)
+        if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd ready = {.fd = fd, .events = direction};
+            if (poll(&ready, 1, -1) >= 0 || errno == EINTR)
+                continue;
+        }
+        if (done <= 0)
             return -1;
         data += done;
         size -= (size_t)done;
@@ -109,7 +85,7 @@ __attribute__((format(printf, 2, 3))) static int write_line(int fd, const char *
     va_end(args);
     if (length < 0 || (size_t)length >= sizeof line)
         return -1;
-    return write_all(fd, line, (size_t)length);
+    return transfer_all(fd, line, (size_t)length, POLLOUT);
 }
 
 /* Splits the request into path, argv, envp and cwd (pointers into `data`). */
@@ -214,13 +190,13 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a vanished harness shows as a failed write */
     for (;;) {
         uint32_t size;
-        if (read_all((int)fds[0], &size, sizeof size) != 0)
+        if (transfer_all((int)fds[0], (char *)&size, sizeof size, POLLIN) != 0)
             return 0; /* the harness is done */
         if (size == 0 || size > MAX_REQUEST)
             return 3;
         char *data = malloc(size);
         char *path, **run_argv, **run_envp, *cwd;
-        if (data == NULL || read_all((int)fds[0], data, size) != 0 ||
+        if (data == NULL || transfer_all((int)fds[0], data, size, POLLIN) != 0 ||
             parse_request(data, size, &path, &run_argv, &run_envp, &cwd) != 0) {
             free(data);
             return 3;
