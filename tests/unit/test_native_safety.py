@@ -19,8 +19,11 @@ import numpy as np
 import pytest
 
 from noisescope import _native
+from noisescope.clock import measurement_clock
 from noisescope.diagnostics import Code
-from noisescope.probes.detour import clock_backwards_diagnostics
+from noisescope.probes import detour as detour_probe
+from noisescope.probes.base import ProbeContext
+from noisescope.probes.schedule import plan_windows
 
 from ..helpers import RT, measure_quietly
 
@@ -74,11 +77,24 @@ def test_the_lowest_threshold_the_loop_records_is_accepted():
     assert result["clock_backwards"] == 0  # a sane clock, reported as such
 
 
-def test_a_clock_stepping_back_is_surfaced_as_a_warning():
-    samplers = [{"cpu": 1, "clock_backwards": 3}, {"cpu": 2, "clock_backwards": 0}]
-    [note] = clock_backwards_diagnostics(samplers)
-    assert note.code is Code.CLOCK
-    assert "CPU 1" in note.message and "stepped back 3 times" in note.message
+def test_a_clock_stepping_back_is_surfaced_as_a_warning(monkeypatch, live_facts):
+    """The count the core reports for a sampler reaches the probe's warnings.
+    A real run, whose count is replaced: no real clock steps back on demand
+    (the core's counting is tested with the harness below)."""
+    real_run = _native.run
+
+    def stepping_back(*args):
+        samplers, injectors = real_run(*args)
+        samplers[0]["clock_backwards"] = 3
+        return samplers, injectors
+
+    monkeypatch.setattr(_native, "run", stepping_back)
+    cpu = max(os.sched_getaffinity(0))
+    schedule, _ = plan_windows(20_000_000, rt=False)
+    ctx = ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags))
+    result = detour_probe.run(ctx, threshold_ns=10_000)
+    [note] = [d for d in result.diagnostics if d.code is Code.CLOCK]
+    assert f"CPU {cpu}: the clock stepped back 3 times" in note.message
 
 
 # The C functions, driven with a scripted clock ------------------------------
