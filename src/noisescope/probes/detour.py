@@ -9,6 +9,7 @@ import numpy as np
 from .. import _native
 from ..analysis.groundtruth import match_injections
 from ..analysis.summary import detour_summary
+from ..diagnostics import Code, Diagnostic
 from ..tables import Table
 from .base import (
     ProbeContext,
@@ -72,8 +73,9 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
         stats = thread_statistics(result, clock, done.windows)
         summaries.append(detour_summary(stats, result, duration_ns, histogram, threshold_ns,
                                         clock.ticks_per_ns))
-    notes = busy_diagnostics("detour", summaries) + overflow_diagnostics(summaries, "detours",
-                                                                         capacity)
+    notes = (busy_diagnostics("detour", summaries)
+             + overflow_diagnostics(summaries, "detours", capacity)
+             + clock_backwards_diagnostics(done.run.samplers))
     tables = {"detours": Table.concat(detours), "gap_histogram": Table.concat(histograms),
               "windows": done.windows, "injections": done.injections}
     for s in summaries:
@@ -84,6 +86,16 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
                               if r["cpu"] == s["cpu"] and "injection" in r), None)
             s["injections"]["coalesced"] = int(delivered["coalesced"]) if delivered else 0
     return ProbeResult("detour", tables, summaries, done.interrupted, notes)
+
+
+def clock_backwards_diagnostics(samplers: list[dict]) -> list[Diagnostic]:
+    """A sampler's clock read less than the reading before it (a TSC that is
+    not stable or a hypervisor adjusting it): the core leaves such a step out of
+    the detours and the histogram instead of taking it for a gap of 2^64 ticks."""
+    return [Diagnostic(Code.CLOCK, f"detour: CPU {r['cpu']}: the clock stepped back "
+                                   f"{r['clock_backwards']} times; those steps are not counted "
+                                   f"as detours or loop iterations")
+            for r in samplers if r["clock_backwards"]]
 
 
 def _histogram_table(cpu: int, counts: np.ndarray, ticks_per_ns: float) -> Table:
