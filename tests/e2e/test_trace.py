@@ -29,7 +29,7 @@ from noisescope.trace.events import TRACEPOINTS, Tracepoint
 from noisescope.trace.scanning import TraceOptions
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
-from ..helpers import RT, measure_quietly, run_delay_fraction
+from ..helpers import RT, as_nobody, measure_quietly, run_delay_fraction
 from ..trace_checks import injections_attributed, local_timers_explained
 from ..unit.test_bundle import validate
 
@@ -447,29 +447,36 @@ def test_a_killed_run_is_cleaned_up_later(tmp_path):
 
 
 @needs_tracefs
-def test_without_root_the_scan_runs_and_says_why(tmp_path):
-    if shutil.which("setpriv") is None:
-        pytest.skip("setpriv (util-linux) is needed to run as another user")
-    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    importable = subprocess.run([*nobody, sys.executable, "-c", "import noisescope.cli.main"],
-                                capture_output=True, timeout=60)  # the CLI's dependencies too
-    if importable.returncode != 0:
-        pytest.skip("the installed Python packages are not readable by an unprivileged user")
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    os.chmod(tmp_path, 0o755)
-    os.chmod(shared, 0o777)
-    done = subprocess.run([*nobody, *CLI,
-                           "scan", "--duration", "300ms", "--probes", "detour", "-q", "-o",
-                           str(shared / "b")], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "HOME": str(shared)})
-    assert done.returncode == 0, done.stderr
-    trace_line = [line for line in done.stdout.splitlines() if line.startswith("trace: off")]
-    assert len(trace_line) == 1, done.stdout
-    manifest = json.loads((shared / "b" / "manifest.json").read_text())
-    assert manifest["trace"]["enabled"] is False
-    assert "tracing_unavailable" in [w["code"] for w in manifest["warnings"]]
-    assert "events" not in manifest["tables"] and "detour_causes" not in manifest["tables"]
+def test_without_root_the_scan_runs_and_says_why(measured_cpu):
+    """As `nobody`: tracing and SCHED_FIFO are refused, each is said to be
+    skipped with its reason, and the scan still measures and writes its bundle."""
+    package = Path(noisescope.__file__).parent
+    with as_nobody([package]) as (nobody, shared):
+        whoami = subprocess.run([*nobody, sys.executable, "-c", "import os; print(os.geteuid())"],
+                                capture_output=True, text=True, timeout=60)
+        assert whoami.stdout.strip() == "65534", whoami.stderr
+        done = subprocess.run([*nobody, *CLI, "scan", "--cpus", str(measured_cpu), "--duration",
+                               "300ms", "--probes", "detour", "--rt", "-o", str(shared / "b")],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "HOME": str(shared)})
+        assert done.returncode == 0, done.stderr
+        trace_line = [line for line in done.stdout.splitlines() if line.startswith("trace: off")]
+        assert len(trace_line) == 1 and "denied" in trace_line[0], done.stdout
+        assert "SCHED_FIFO priority 95 skipped (not permitted)" in done.stdout, done.stdout
+        bundle = noisescope.load(shared / "b")
+        validate(bundle.manifest)
+        assert bundle.complete and bundle.manifest["privileges"]["root"] == "no"
+        assert bundle.manifest["privileges"]["rt"].startswith("skipped: SCHED_FIFO not permitted")
+        assert bundle.parameters["priority"] == 0
+        assert bundle.manifest["trace"]["enabled"] is False
+        assert "denied" in bundle.manifest["trace"]["reason"]
+        codes = [w["code"] for w in bundle.manifest["warnings"]]
+        assert "tracing_unavailable" in codes and "privileges" in codes
+        assert "events" not in bundle.manifest["tables"]
+        assert "detour_causes" not in bundle.manifest["tables"]
+        (summary,) = bundle.summaries["detour"]
+        assert summary["cpu"] == measured_cpu and summary["measured_ns"] > 0
+        assert summary["iterations"] > 0 and bundle.detours.rows == summary["stored"]
 
 
 def test_unavailable_tracing_is_one_line_and_a_manifest_warning(tmp_path, monkeypatch, capsys):
