@@ -8,6 +8,7 @@ import json
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import noisescope
@@ -58,8 +59,13 @@ def test_injected_noise_on_the_workload_cpu_is_a_significant_slowdown(tmp_path, 
     quiet = runs.filter((runs.configuration == "quiet") & ~runs.warmup)
     assert (noisy.injected > 0).all() and (quiet.injected == 0).all()
     # Injections that land while the command computes preempt it (not those
-    # during its start-up waits).
+    # during its start-up waits), each at most once; other tasks preempt it
+    # about as often as in the quiet runs interleaved with these (twice
+    # their median allowed for).
     assert (noisy.involuntary_switches >= 0.25 * noisy.injected).all()
+    others = 2 * int(np.median(quiet.involuntary_switches))
+    assert (noisy.involuntary_switches <= noisy.injected + others).all(), (
+        noisy.involuntary_switches, noisy.injected, quiet.involuntary_switches)
 
     shown = run("compare", str(out), "--baseline", "vm/quiet", "--format", "json")
     assert shown.returncode == 0, shown.stderr
