@@ -96,9 +96,12 @@ def check_found_once_each(bundle, cpu: int, length_ns: int):
 
     # Counted once: detours never overlap one another (a detour recorded
     # twice would; one can end on the very read where the next begins, and
-    # both are rounded to ns on their own), and exactly one detour overlaps each injection (a detour
-    # split in two would give two; at 1 kHz injections are 1 ms apart while
-    # their detours last L + tens of us, so two injections never share one).
+    # both are rounded to ns on their own), and exactly one detour overlaps
+    # each injection (a detour split in two would give two). At 1 kHz
+    # injections are 1 ms apart while their detours last L + tens of us, so
+    # two share one only when something else held the CPU for a period: the
+    # host or another task, now and then on a shared machine (1.7% of them
+    # under a load average of 9 on 2 CPUs).
     detours = bundle.detours.where(cpu=cpu)
     d_start = detours["start_ns"]
     d_end = d_start + detours["duration_ns"]
@@ -109,7 +112,7 @@ def check_found_once_each(bundle, cpu: int, length_ns: int):
     assert np.mean(overlapping == 1) >= 0.99, np.bincount(overlapping)
     k = np.searchsorted(d_start, i_start, side="right") - 1
     covering = k[(k >= 0) & (d_end[np.maximum(k, 0)] >= i_end)]
-    assert len(np.unique(covering)) == len(covering)
+    assert len(covering) - len(np.unique(covering)) <= 0.05 * len(covering)
 
     # The summary counts what the table holds: as many detours, as much time
     # (each length rounded to whole ns on its own).

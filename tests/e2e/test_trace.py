@@ -29,7 +29,7 @@ from noisescope.trace.scanning import TraceOptions
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
 from ..helpers import RT, as_nobody, measure_quietly, run_delay_fraction
-from ..trace_checks import injections_attributed, local_timers_explained
+from ..trace_checks import cause_time, injections_attributed, local_timers_explained
 from ..unit.test_bundle import validate
 
 CLI = [sys.executable, "-m", "noisescope"]
@@ -252,15 +252,6 @@ def signal_deliveries_recorded(monkeypatch):
                         partial(TraceSession, tracepoints=(*TRACEPOINTS, SIGNAL_DELIVER)))
 
 
-def per_detour(causes: Table, cause: str) -> dict[int, int]:
-    """Detour start -> time given to `cause` (any detail)."""
-    rows = causes.filter(causes["cause"] == cause)
-    out: dict[int, int] = {}
-    for start, ns in zip(rows["start_ns"].tolist(), rows["duration_ns"].tolist(), strict=True):
-        out[start] = out.get(start, 0) + ns
-    return out
-
-
 def explained_by_the_kernel(causes: Table) -> dict[tuple[int, int, str, str], int]:
     """(cpu, detour start, cause, detail) -> time, for the causes the kernel's events name."""
     rows = causes.filter(~np.isin(causes["cause"], ["injected", "unexplained"]))
@@ -272,14 +263,16 @@ def signal_evidence(bundle, cpu: int):
     """What the label 'injected signal' says, beside what the kernel says.
 
     Returns, per detour holding the kernel's delivery of the injection
-    signal: the time labelled injected, and the time from the delivery to the
-    detour's end (the handler can only run then); the detours labelled
-    injected that hold no delivery; the deliveries; and the injector's
-    recorded starts inside the windows."""
-    signal = _native.injection_signal()
-    ev = bundle.events
+    signal to the sampler thread: the time labelled injected, the time from the first delivery to
+    the detour's end (the handler can only run then) and the number of
+    deliveries (two when something held the CPU for a period); the detours
+    labelled injected that hold no delivery; the deliveries; and the
+    injector's recorded starts inside the windows."""
+    (sampler,) = (s["tid"] for s in bundle.summaries["detour"] if s["cpu"] == cpu)
+    ev = bundle.events  # (other processes' samplers get the same signal number)
     delivered = np.sort(ev["timestamp_ns"][(ev["cpu"] == cpu) & (ev["event"] == "signal_deliver")
-                                           & (ev["number"] == signal)])
+                                           & (ev["number"] == _native.injection_signal())
+                                           & (ev["pid"] == sampler)])
     windows = bundle.windows.where(cpu=cpu)
     delivered = delivered[inside_windows(delivered, delivered, windows)]
     detours = bundle.detours.where(cpu=cpu)
@@ -287,14 +280,23 @@ def signal_evidence(bundle, cpu: int):
     d_end = d_start + detours["duration_ns"]
     k = np.searchsorted(d_start, delivered, side="right") - 1
     inside = (k >= 0) & (delivered <= d_end[np.maximum(k, 0)])
-    k, at = k[inside], delivered[inside]
-    injected = per_detour(bundle.detour_causes.where(cpu=cpu), "injected")
+    k, first, count = np.unique(k[inside], return_index=True, return_counts=True)
+    at = delivered[inside][first]
+    injected = {start: by_cause["injected"] for start, by_cause
+                in cause_time(bundle.detour_causes.where(cpu=cpu)).items() if "injected" in by_cause}
     labelled = np.array([injected.get(int(d_start[i]), 0) for i in k.tolist()], np.int64)
     unmatched = set(injected) - {int(d_start[i]) for i in k.tolist()}
     recorded = bundle.injections.where(cpu=cpu)
     starts = np.sort(recorded["start_ns"])
     starts = starts[inside_windows(starts, starts, windows)]
-    return labelled, d_end[k] - at, unmatched, delivered, starts
+    return labelled, d_end[k] - at, count, unmatched, delivered, starts
+
+
+def in_length(labelled: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Whether each detour's injected time is what its spins were configured
+    to take (a spin the host stalled is longer, one the tick interrupted shorter)."""
+    return (labelled >= count * SIGNAL_LENGTH_NS) & (
+        labelled <= count * (SIGNAL_LENGTH_NS + SPIN_OVERSHOOT_NS))
 
 
 @needs_tracefs
@@ -316,13 +318,12 @@ def test_signal_injections_are_injected_where_the_kernel_delivered_the_signal(
       no other cause changes (the label takes only what the kernel cannot
       explain)."""
     def good(bundle):
-        labelled, room, unmatched, _, _ = signal_evidence(bundle, measured_cpu)
-        in_length = (labelled >= SIGNAL_LENGTH_NS) & (labelled <= SIGNAL_LENGTH_NS + SPIN_OVERSHOOT_NS)
-        return len(labelled) > 0 and not unmatched and np.mean(in_length) >= 0.9
+        labelled, _, count, unmatched, _, _ = signal_evidence(bundle, measured_cpu)
+        return len(labelled) > 0 and not unmatched and np.mean(in_length(labelled, count)) >= 0.9
 
     bundle = measure_quietly(lambda: traced_scan(measured_cpu, inject=True, mode="signal"), good,
                              run_delay_fraction)
-    labelled, room, unmatched, delivered, starts = signal_evidence(bundle, measured_cpu)
+    labelled, room, count, unmatched, delivered, starts = signal_evidence(bundle, measured_cpu)
     context = (np.percentile(labelled, [1, 50, 99]) if len(labelled) else None,
                len(unmatched), run_delay_fraction(bundle))
     seconds = measured_s(bundle, measured_cpu)
@@ -334,12 +335,10 @@ def test_signal_injections_are_injected_where_the_kernel_delivered_the_signal(
     # Injected time where, and only where, the kernel delivered the signal.
     assert not unmatched, context
     assert np.all(labelled > 0), context
-    assert len(labelled) >= 0.99 * len(delivered), (len(labelled), len(delivered))
-    # After the delivery, never before it; about the configured length (a
-    # spin the host stalled is longer, one the tick interrupted shorter).
+    assert count.sum() >= 0.99 * len(delivered), (count.sum(), len(delivered))
+    # After the delivery, never before it; about the configured length.
     assert np.all(labelled <= room), context
-    in_length = (labelled >= SIGNAL_LENGTH_NS) & (labelled <= SIGNAL_LENGTH_NS + SPIN_OVERSHOOT_NS)
-    assert np.mean(in_length) >= 0.9, context
+    assert np.mean(in_length(labelled, count)) >= 0.9, context
     # The injector's record agrees with the kernel: each recorded start
     # follows a delivery by the time the handler takes to begin.
     last = np.searchsorted(delivered, starts, side="right") - 1
@@ -353,12 +352,12 @@ def test_signal_injections_are_injected_where_the_kernel_delivered_the_signal(
     spans = Table({c: detours[c] for c in ("cpu", "start_ns", "duration_ns")})
     withheld = attribute(spans, event_source(bundle), bundle.trace_coverage).causes
     causes = bundle.detour_causes
-    injected = per_detour(causes, "injected")
-    unexplained = per_detour(causes, "unexplained")
-    unexplained_withheld = per_detour(withheld, "unexplained")
-    assert per_detour(withheld, "injected") == {}
-    for start in set(unexplained) | set(unexplained_withheld):
-        assert unexplained_withheld.get(start, 0) == unexplained.get(start, 0) + injected.get(start, 0)
+    with_record, without = cause_time(causes), cause_time(withheld)
+    assert with_record.keys() == without.keys()
+    for start, by_cause in with_record.items():
+        assert "injected" not in without[start]
+        assert without[start].get("unexplained", 0) == (by_cause.get("unexplained", 0)
+                                                        + by_cause.get("injected", 0))
     assert explained_by_the_kernel(withheld) == explained_by_the_kernel(causes)
     (row,) = bundle.summaries["attribution"]
     labels = {(c["cause"], c["detail"]) for c in row["causes"]}
