@@ -212,6 +212,8 @@ def test_ftq_loses_per_injection_what_the_detour_sampler_measures(measured_cpu):
     # 2 s at 90 Hz; about half the injections lie whole inside a quantum.
     expected = measured_s(bundle, measured_cpu, "ftq") * FTQ_RATE_HZ
     assert 0.3 * expected <= len(lost) <= expected + 1, (len(lost), expected)
-    assert FTQ_LENGTH_NS <= detour <= FTQ_LENGTH_NS + FTQ_LENGTH_NS // 2, context
+    # the spin, and its overhead (30-60 us here, up to ~130 us under a load
+    # average of 11): at most the length again
+    assert FTQ_LENGTH_NS <= detour <= 2 * FTQ_LENGTH_NS, context
     assert abs(float(np.median(lost)) - detour) <= FTQ_TOLERANCE_NS, context
     assert float(np.median(lost)) >= FTQ_LENGTH_NS - FTQ_TOLERANCE_NS, context

@@ -451,11 +451,11 @@ def test_without_root_the_scan_runs_and_says_why(measured_cpu):
     package = Path(noisescope.__file__).parent
     with as_nobody([package]) as (nobody, shared):
         whoami = subprocess.run([*nobody, sys.executable, "-c", "import os; print(os.geteuid())"],
-                                capture_output=True, text=True, timeout=60)
+                                capture_output=True, text=True, timeout=60, cwd=shared)
         assert whoami.stdout.strip() == "65534", whoami.stderr
         done = subprocess.run([*nobody, *CLI, "scan", "--cpus", str(measured_cpu), "--duration",
                                "300ms", "--probes", "detour", "--rt", "-o", str(shared / "b")],
-                              capture_output=True, text=True, timeout=60,
+                              capture_output=True, text=True, timeout=60, cwd=shared,
                               env={**os.environ, "HOME": str(shared)})
         assert done.returncode == 0, done.stderr
         trace_line = [line for line in done.stdout.splitlines() if line.startswith("trace: off")]
