@@ -35,7 +35,7 @@ RATE_HZ = 1000.0
 SHORT_NS, LONG_NS = 20_000, 120_000
 # Back-to-back runs on this VM differ by up to ~6 us in their median overhead
 # (30-40 us); 20% of the 100 us between the two lengths is 20 us of slack.
-# A probe that stretched every detour by 1.2x or more fails.
+# A probe that stretched every detour by 1.25x fails (its slope read 1.30).
 SLOPE_TOLERANCE = 0.2
 # The handler stops spinning at the first TSC read past its length: one loop
 # iteration (tens of ns) over. 1 us is far above that and far below a
@@ -70,13 +70,14 @@ def check_found_once_each(bundle, cpu: int, length_ns: int):
     found = summary["injections"]
     # Counts, both sides. The timer fires once a period: at most one
     # injection per period of measured time (+1 per window for where it
-    # starts). While another task holds the CPU the signal stays pending and
-    # the kernel merges further expirations into it (counted as coalesced,
-    # in the gaps between windows too).
-    expected = measured_s(bundle, cpu, "detour") * RATE_HZ
+    # starts; a window the sampler was late to close is longer), at least
+    # one per period of the planned duration. While another task holds the
+    # CPU the signal stays pending and the kernel merges further expirations
+    # into it (counted as coalesced, in the gaps between windows too).
     windows = bundle.windows.where(cpu=cpu, probe="detour").rows
-    assert found["injected"] <= expected + windows, found
-    assert found["injected"] + found["coalesced"] >= 0.95 * expected, found
+    assert found["injected"] <= measured_s(bundle, cpu, "detour") * RATE_HZ + windows, found
+    planned = bundle.parameters["duration_ns"] / 1e9 * RATE_HZ
+    assert found["injected"] + found["coalesced"] >= 0.95 * planned, found
     assert 0.99 * found["injected"] <= found["found"] <= found["injected"], found
 
     # The clock: the recorded starts are a period apart (CLOCK_MONOTONIC's
@@ -210,8 +211,8 @@ def test_ftq_loses_per_injection_what_the_detour_sampler_measures(measured_cpu):
     lost, detour = ftq_losses(bundle, measured_cpu)
     context = (np.percentile(lost, [10, 50, 90]), detour, run_delay_fraction(bundle))
     # 2 s at 90 Hz; about half the injections lie whole inside a quantum.
-    expected = measured_s(bundle, measured_cpu, "ftq") * FTQ_RATE_HZ
-    assert 0.3 * expected <= len(lost) <= expected + 1, (len(lost), expected)
+    planned = bundle.parameters["duration_ns"] / 1e9 * FTQ_RATE_HZ
+    assert 0.3 * planned <= len(lost) <= measured_s(bundle, measured_cpu, "ftq") * FTQ_RATE_HZ + 1
     # the spin, and its overhead (30-60 us here, up to ~130 us under a load
     # average of 11): at most the length again
     assert FTQ_LENGTH_NS <= detour <= 2 * FTQ_LENGTH_NS, context
