@@ -41,6 +41,9 @@ def test_scan_with_the_portable_clock(tmp_path):
     assert bundle.clock.counter == "monotonic_raw"
     assert bundle.clock.ticks_per_second == 1e9
     detour = bundle.summaries["detour"][0]
-    assert detour["iterations"] > 1_000_000 and detour["injections"]["found_pct"] >= 95
+    found = detour["injections"]
+    assert detour["iterations"] > 1_000_000 and 95 <= found["found_pct"] <= 100
+    # each found injection sits inside its detour, so on average detours are longer
+    assert found["detected_mean_ns"] >= found["injected_mean_ns"] >= 50_000
     assert bundle.summaries["ftq"][0]["quanta"] == 1000
     assert bundle.summaries["fwq"][0]["samples"] > 500
