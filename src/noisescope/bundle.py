@@ -21,7 +21,7 @@ from pathlib import Path
 from . import __version__
 from .clock import MeasurementClock
 from .diagnostics import Diagnostic
-from .errors import UsageError
+from .errors import UsageError, unwritable
 from .host import HostFacts
 from .memory import release_free_memory
 from .tables import ParkedTable, StoredTable, Table
@@ -289,8 +289,7 @@ def check_destination(path: Path) -> None:
         probe.mkdir()
         probe.rmdir()
     except OSError as error:
-        raise UsageError(f"cannot write to {parent}: {error.strerror}",
-                         "choose a writable -o directory") from None
+        raise unwritable(parent, error) from None
 
 
 def load(path: str | os.PathLike[str]) -> Bundle:

@@ -660,6 +660,9 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     except OSError as error:
         raise UsageError(f"cannot read experiment file {file}: {error.strerror}",
                          "check the path") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"experiment file {file} is not text (not UTF-8)",
+                         "give a TOML file, see docs/examples/run.md") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

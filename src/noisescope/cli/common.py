@@ -30,6 +30,27 @@ def plain_stdout() -> None:
     stdout = Console(highlight=False, width=PIPE_WIDTH, color_system=None)
 
 
+def refuse_empty_values(command: click.Command) -> click.Command:
+    """Make every text option and argument of `command` (and of its subcommands)
+    refuse an empty string: '' would otherwise read as 'not given' (--cpus ''
+    measuring every CPU, -o '' the default directory). A COMMAND to run (bench)
+    is passed on as it is."""
+    for param in command.params:
+        if isinstance(param.type, (click.types.StringParamType, click.Path)) \
+                and param.callback is None:
+            param.callback = _not_empty
+    for sub in getattr(command, "commands", {}).values():
+        refuse_empty_values(sub)
+    return command
+
+
+def _not_empty(ctx: click.Context, param: click.Parameter, value):
+    values = value if isinstance(value, tuple) else (value,)
+    if any(v is not None and not v.strip() for v in values):
+        raise click.BadParameter("must not be empty", ctx=ctx, param=param)
+    return value
+
+
 def expand(paths: tuple[str, ...]) -> list[Path]:
     """Bundle directories, and directories holding bundles (`noisescope run` output:
     probes-before/, runs/, probes-after/)."""

@@ -20,7 +20,7 @@ import click
 
 from .. import __version__
 from ..errors import UsageError
-from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from .common import EXIT_INTERRUPTED, EXIT_USAGE, refuse_empty_values
 
 # Each command's module, imported only when that command runs: a scan does not
 # carry the libraries of compare, predict or cluster (about 5 MB of memory).
@@ -54,7 +54,8 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return super().get_command(ctx, name)
         module, attribute = COMMANDS[name].split(":")
-        return getattr(importlib.import_module(f".{module}", __package__), attribute)
+        return refuse_empty_values(
+            getattr(importlib.import_module(f".{module}", __package__), attribute))
 
 
 @click.group(cls=LazyGroup,
