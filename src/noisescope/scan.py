@@ -259,6 +259,10 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         raise UsageError(f"quantum {format_duration(options.quantum_ns)} does not fit the "
                          f"duration {format_duration(options.duration_ns)}",
                          "use a --quantum shorter than --duration, e.g. 1ms")
+    if "detour" in options.probes and options.threshold_ns >= options.duration_ns:
+        raise UsageError(f"the duration {format_duration(options.duration_ns)} is not longer "
+                         f"than the detour threshold {format_duration(options.threshold_ns)}: no "
+                         f"detour could be measured", "use a longer --duration, e.g. 10s")
     if "timerlat" in options.probes and options.interval_ns > options.duration_ns:
         raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
                          f"than the duration {format_duration(options.duration_ns)}: no wakeup "

@@ -77,6 +77,11 @@ def format_duration(ns: float | int | None, *, precision: int = 3) -> str:
         return "-"
     value = float(ns)
     magnitude = abs(value)
+    if magnitude >= 1000e9:  # hours (or days) rather than '3.6e+03 s'
+        hours = value / 3.6e12
+        if abs(hours) < 1000:
+            return f"{hours:.{precision}g} h"
+        return f"{hours / 24:.{precision}g} d"
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if magnitude >= scale:
             return f"{value / scale:.{precision}g} {unit}"

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from ..bundle import MANIFEST, Bundle, load
 from ..errors import UsageError
 from ..render.terminal import print_bundle
+from ..render.text import SafeConsole
 from ..trace.siblings import OccupancyOptions
 from ..units import format_duration
 
@@ -19,15 +19,16 @@ EXIT_INTERRUPTED = 130
 
 # Wide enough for the summary tables when output goes to a file or a pipe.
 PIPE_WIDTH = 120
-stdout = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
-stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPE_WIDTH)
+stdout = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+stderr = SafeConsole(stderr=True, highlight=False,
+                     width=None if sys.stderr.isatty() else PIPE_WIDTH)
 
 
 def plain_stdout() -> None:
     """Plain text at pipe width on stdout: mpirun hands ranks a pseudo-terminal even
     when its own output goes to a file."""
     global stdout
-    stdout = Console(highlight=False, width=PIPE_WIDTH, color_system=None)
+    stdout = SafeConsole(highlight=False, width=PIPE_WIDTH, color_system=None)
 
 
 def refuse_empty_values(command: click.Command) -> click.Command:

@@ -20,6 +20,7 @@ import click
 
 from .. import __version__
 from ..errors import UsageError
+from ..render.text import visible
 from .common import EXIT_INTERRUPTED, EXIT_USAGE, refuse_empty_values
 
 # Each command's module, imported only when that command runs: a scan does not
@@ -71,7 +72,8 @@ def _terminate(signum, frame):
 
 
 def _fail(message: str) -> int:
-    print(f"noisescope: error: {message}", file=sys.stderr)
+    """One line, whatever the message quotes (a label, a path) holds."""
+    print(f"noisescope: error: {visible(message).replace(chr(10), ' ')}", file=sys.stderr)
     return EXIT_USAGE
 
 
