@@ -12,6 +12,7 @@ explained (trace/wakeups.py).
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,11 +97,19 @@ def timerlat(options: TimerlatOptions, *, argv: list[str] | None = None,
     if destination is not None:
         check_destination(Path(destination))
     facts = facts or live_host_facts()
-    with cpu_latency_request(options.dma_latency_us) as dma_latency:
+    with ExitStack() as held:
+        dma_latency = []
+
+        def hold_dma_latency() -> int:
+            """Once the scan has checked everything, just before it measures."""
+            dma_latency.append(held.enter_context(cpu_latency_request(options.dma_latency_us)))
+            return 0  # start as soon as ready
+
         def amend(bundle: Bundle) -> None:
-            bundle.manifest["privileges"]["dma_latency"] = dma_latency
+            bundle.manifest["privileges"]["dma_latency"] = dma_latency[0]
             bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
 
         # Written by the scan: the trace goes to Parquet beside the bundle, not memory.
         return scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
-                    destination=destination, kind="timerlat", amend=amend)
+                    destination=destination, kind="timerlat", on_ready=hold_dma_latency,
+                    amend=amend)

@@ -37,19 +37,27 @@ def refuse_empty_values(command: click.Command) -> click.Command:
     measuring every CPU, -o '' the default directory). A COMMAND to run (bench)
     is passed on as it is."""
     for param in command.params:
-        if isinstance(param.type, (click.types.StringParamType, click.Path)) \
-                and param.callback is None:
-            param.callback = _not_empty
+        if isinstance(param.type, (click.types.StringParamType, click.Path)):
+            param.type = NotEmpty(param.type)
     for sub in getattr(command, "commands", {}).values():
         refuse_empty_values(sub)
     return command
 
 
-def _not_empty(ctx: click.Context, param: click.Parameter, value):
-    values = value if isinstance(value, tuple) else (value,)
-    if any(v is not None and not v.strip() for v in values):
-        raise click.BadParameter("must not be empty", ctx=ctx, param=param)
-    return value
+class NotEmpty(click.ParamType):
+    """A text or path type that refuses '' (click.Path would read it as '.')."""
+
+    def __init__(self, inner: click.ParamType):
+        self.inner = inner
+        self.name = inner.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("must not be empty", param, ctx)
+        return self.inner.convert(value, param, ctx)
+
+    def get_metavar(self, *args, **kwargs):
+        return self.inner.get_metavar(*args, **kwargs)
 
 
 def expand(paths: tuple[str, ...]) -> list[Path]:

@@ -36,6 +36,7 @@ from .traces import NoiseTrace, load_noise
 
 MAX_PROCS = 1 << 24  # about 1.5 GB of per-process state
 MAX_MESSAGE_BYTES = 1 << 40
+MAX_SEEDS = 1000  # the spread over seeds is settled long before
 Progress = Callable[[int, int, int], None]  # processes, seed number (1-based), seeds
 
 
@@ -73,6 +74,9 @@ class PredictOptions:
         for name, value in (("iterations", self.iterations), ("seeds", self.seeds)):
             if value < 1:
                 raise UsageError(f"{name} must be at least 1, got {value}", f"e.g. --{name} 5")
+        if self.seeds > MAX_SEEDS:
+            raise UsageError(f"--seeds {self.seeds} is too many: each simulates every process "
+                             f"count again", f"give at most {MAX_SEEDS}")
         if self.seed < 0:
             raise UsageError(f"seed must be 0 or more, got {self.seed}", "e.g. --seed 1")
         if self.longest_run_ns() > MAX_DURATION_NS:
