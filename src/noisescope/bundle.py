@@ -25,7 +25,7 @@ from .errors import UsageError, unwritable
 from .host import HostFacts
 from .memory import release_free_memory
 from .tables import ParkedTable, StoredTable, Table
-from .validation import check_manifest, check_table, table_path
+from .validation import DAMAGED, check_manifest, check_table, table_path
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -255,8 +255,7 @@ def _read_table(path: Path) -> Table:
     try:
         return Table.from_arrow(pq.read_table(path))
     except (OSError, pa.ArrowException) as error:
-        raise UsageError(f"table {path} is unreadable ({error})",
-                         "the bundle is damaged; re-run the measurement") from None
+        raise UsageError(f"table {path} is unreadable ({error})", DAMAGED) from None
 
 
 @contextmanager
@@ -303,11 +302,9 @@ def load(path: str | os.PathLike[str]) -> Bundle:
     try:
         manifest = json.loads(manifest_path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise UsageError(f"{manifest_path} is corrupt ({error})",
-                         "the bundle is damaged; re-run the measurement") from None
+        raise UsageError(f"{manifest_path} is corrupt ({error})", DAMAGED) from None
     if not isinstance(manifest, dict):
-        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)",
-                         "the bundle is damaged; re-run the measurement")
+        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)", DAMAGED)
     version = manifest.get("schema_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise UsageError(

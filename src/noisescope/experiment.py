@@ -114,7 +114,7 @@ class Experiment:
         if not self.workloads:
             raise UsageError("the experiment has no workload", "add a [[workload]] with a command")
         if not (1 <= self.runs <= MAX_RUNS and 0 <= self.warmup <= MAX_RUNS):
-            raise UsageError(f"runs must be 1 to {MAX_RUNS:,} and warmup 0 to {MAX_RUNS:,} "
+            raise UsageError(f"runs must be >= 1 and warmup >= 0, both at most {MAX_RUNS:,} "
                              f"(got {self.runs}, {self.warmup})", "e.g. --runs 10 --warmup 1")
         if self.timeout_ns <= 0:
             raise UsageError("timeout must be greater than zero", "e.g. --timeout 10m")

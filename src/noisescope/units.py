@@ -129,8 +129,7 @@ def parse_cpu_list(text: str, *, what: str = "CPU list", limit: int = MAX_CPUS) 
         first = int(match.group(1))
         last = int(match.group(2)) if match.group(2) is not None else first
         if last < first:
-            raise UsageError(f"range {part!r} of {what} {text!r} runs backwards",
-                             f"write {last}-{first}")
+            raise UsageError(f"CPU range {part!r} runs backwards", f"write {last}-{first}")
         if last >= limit:
             raise UsageError(f"{what} {text!r} names {last}, beyond the largest possible "
                              f"({limit - 1})", "write e.g. 0-3,8 or 1")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .errors import UsageError
 
-DAMAGED = "the bundle is damaged; re-run the measurement (or restore the file)"
+DAMAGED = "the bundle is damaged; re-run the measurement"
 MESSAGE_LIMIT = 200  # characters of a schema error quoted in the one-line error
 
 INT, FLOAT, STR, BOOL = "int", "float", "str", "bool"
@@ -59,6 +59,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "timerlat": {"cpu": INT, "wakeup_ns": INT, "latency_ns": INT},
     "timerlat_histogram": {**_HISTOGRAM, "thread": INT + "?"},
     "oslat_histogram": _HISTOGRAM,
+    "osnoise_histogram": _HISTOGRAM,
+    "timerlat_irq_histogram": _HISTOGRAM,
     "trace_coverage": {"cpu": INT, "start_ns": INT, "end_ns": INT, "lost_events": INT,
                        "probe": STR},
     "windows": {"cpu": INT, "probe": STR, "start_ns": INT, "end_ns": INT, "rank": INT + "?",
@@ -84,7 +86,7 @@ def check_manifest(manifest: dict, path: Path) -> None:
     if error is not None:
         message = error.message if len(error.message) <= MESSAGE_LIMIT \
             else error.message[:MESSAGE_LIMIT] + "..."
-        raise UsageError(f"{path} is damaged: {error.json_path}: {message}", DAMAGED)
+        raise UsageError(f"{path} is corrupt ({error.json_path}: {message})", DAMAGED)
 
 
 def table_path(root: Path, name: str, entry: dict) -> Path:

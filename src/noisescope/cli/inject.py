@@ -23,7 +23,8 @@ EXAMPLES
 @click.option("--mode", type=click.Choice(MODES), default="thread", show_default=True,
               help="thread: a SCHED_FIFO thread wakes and spins; signal: a timer signal's "
                    "handler spins")
-@click.option("--for", "duration", help="how long (default: until Ctrl-C)")
+@click.option("--for", "duration", help="how long, on the clock, however far the injections "
+              "fall behind their rate (default: until Ctrl-C)")
 def inject_command(cpu, rate, length, mode, duration):
     """Inject periodic busy-wait noise of known rate and length on one CPU."""
     injection = Injection(cpu, *parse_noise(rate, length, rate_what="--rate",
