@@ -21,16 +21,15 @@ from pathlib import Path
 from . import __version__
 from .clock import MeasurementClock
 from .diagnostics import Diagnostic
-from .errors import UsageError
+from .errors import UsageError, unwritable
 from .host import HostFacts
 from .memory import release_free_memory
 from .tables import ParkedTable, StoredTable, Table
+from .validation import DAMAGED, check_manifest, check_table, table_path
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
-REQUIRED_KEYS = {"schema_version": int, "kind": str, "tool": dict, "complete": bool,
-                 "parameters": dict, "summaries": dict, "warnings": list, "tables": dict}
 
 
 def tool_info() -> dict:
@@ -111,7 +110,7 @@ class Bundle:
             if entry is None or self.path is None:
                 raise KeyError(f"bundle has no table {name!r} (it has: "
                                f"{', '.join(self.table_names) or 'none'})")
-            self._tables[name] = _read_table(self.path / entry["file"])
+            self._tables[name] = _read_table(table_path(self.path, name, entry))
         table = self._tables[name]
         if isinstance(table, (StoredTable, ParkedTable)):
             self._tables[name] = table = table.load()
@@ -256,8 +255,7 @@ def _read_table(path: Path) -> Table:
     try:
         return Table.from_arrow(pq.read_table(path))
     except (OSError, pa.ArrowException) as error:
-        raise UsageError(f"table {path} is unreadable ({error})",
-                         "the bundle is damaged; re-run the measurement") from None
+        raise UsageError(f"table {path} is unreadable ({error})", DAMAGED) from None
 
 
 @contextmanager
@@ -289,12 +287,12 @@ def check_destination(path: Path) -> None:
         probe.mkdir()
         probe.rmdir()
     except OSError as error:
-        raise UsageError(f"cannot write to {parent}: {error.strerror}",
-                         "choose a writable -o directory") from None
+        raise unwritable(parent, error) from None
 
 
 def load(path: str | os.PathLike[str]) -> Bundle:
-    """Open a bundle written by noisescope (tables are read on first use)."""
+    """Open a bundle written by noisescope: its manifest and every table's file are
+    checked now (validation.py), the tables are read on first use."""
     root = Path(path)
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
@@ -303,18 +301,16 @@ def load(path: str | os.PathLike[str]) -> Bundle:
                          "give a directory written by noisescope (scan -o, bench -o, ...)")
     try:
         manifest = json.loads(manifest_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UsageError(f"{manifest_path} is corrupt ({error})",
-                         "the bundle is damaged; re-run the measurement") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise UsageError(f"{manifest_path} is corrupt ({error})", DAMAGED) from None
     if not isinstance(manifest, dict):
-        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)",
-                         "the bundle is damaged; re-run the measurement")
-    for key, kind in REQUIRED_KEYS.items():
-        if not isinstance(manifest.get(key), kind):
-            raise UsageError(f"{manifest_path} is corrupt (missing or bad '{key}')",
-                             "the bundle is damaged; re-run the measurement")
-    if manifest["schema_version"] > SCHEMA_VERSION:
+        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)", DAMAGED)
+    version = manifest.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise UsageError(
-            f"{root} was written by a newer noisescope (schema {manifest['schema_version']}, "
+            f"{root} was written by a newer noisescope (schema {version}, "
             f"this one reads up to {SCHEMA_VERSION})", "upgrade noisescope to read it")
+    check_manifest(manifest, manifest_path)
+    for name, entry in manifest["tables"].items():
+        check_table(table_path(root, name, entry), name, entry)
     return Bundle(manifest, path=root)

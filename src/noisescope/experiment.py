@@ -92,6 +92,11 @@ class ProbePlan:
                 "cpus": list(self.cpus) if self.cpus is not None else None}
 
 
+# Runs (and warm-up runs) per workload and configuration: the plan lists every
+# run up front, and a stream of statistics this long says nothing more.
+MAX_RUNS = 100_000
+
+
 @dataclass(frozen=True)
 class Experiment:
     workloads: tuple[Workload, ...]
@@ -108,9 +113,9 @@ class Experiment:
     def __post_init__(self) -> None:
         if not self.workloads:
             raise UsageError("the experiment has no workload", "add a [[workload]] with a command")
-        if self.runs < 1 or self.warmup < 0:
-            raise UsageError(f"runs must be >= 1 and warmup >= 0 (got {self.runs}, {self.warmup})",
-                             "e.g. --runs 10 --warmup 1")
+        if not (1 <= self.runs <= MAX_RUNS and 0 <= self.warmup <= MAX_RUNS):
+            raise UsageError(f"runs must be >= 1 and warmup >= 0, both at most {MAX_RUNS:,} "
+                             f"(got {self.runs}, {self.warmup})", "e.g. --runs 10 --warmup 1")
         if self.timeout_ns <= 0:
             raise UsageError("timeout must be greater than zero", "e.g. --timeout 10m")
         if self.order not in ORDERS:
@@ -660,6 +665,9 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     except OSError as error:
         raise UsageError(f"cannot read experiment file {file}: {error.strerror}",
                          "check the path") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"experiment file {file} is not text (not UTF-8)",
+                         "give a TOML file, see docs/examples/run.md") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 DEVICE = "/dev/cpu_dma_latency"
+# The kernel's default request (PM_QOS_CPU_LATENCY_DEFAULT_VALUE, 2000 s): no bound at all.
+MAX_US = 2_000_000_000
 
 
 @contextmanager

@@ -29,20 +29,25 @@ from .host import (
     read_host_facts,
     read_interrupts,
 )
+from .memory import available_kib
 from .privileges import can_use_fifo, is_root, memory_locked
 from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult, quantum
 from .probes import detour as detour_probe
 from .probes import timerlat as timerlat_probe
-from .probes.schedule import plan_windows, rt_budget_ns
+from .probes.schedule import WindowSchedule, plan_windows, rt_budget_ns
 from .system import check_system
 from .tables import Table
 from .trace.scanning import ScanTracing, TraceOptions
-from .units import format_cpu_list, format_duration, parse_cpu_list
+from .trace.session import check_buffer_kb
+from .units import format_cpu_list, format_duration, format_size_kib, parse_cpu_list
 
 SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
 SLEEPING_PROBES = {"timerlat"}
+# Every probe stores a sample (and a window) as two uint64 values.
+SAMPLE_BYTES = 16
+BUFFER_MEMORY_SHARE = 0.25
 # With a fixed start (start_mono_ns), probe k starts at start + k * (its schedule's
 # elapsed time + this gap): scans started together on several nodes stay aligned
 # probe after probe. The gap covers ending one probe and preparing the next.
@@ -155,6 +160,40 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
     return ScanPlan(cpus, priority, privileges, notes)
 
 
+def samples_per_cpu(probe: str, options: ScanOptions, schedule: WindowSchedule, ncpus: int) -> int:
+    """The samples probe `probe` preallocates room for on each CPU."""
+    if probe == "detour":
+        return detour_probe.capacity(schedule.measured_ns, ncpus, options.max_detours)
+    if probe == "ftq":
+        return quantum.ftq_capacity(schedule, options.quantum_ns)
+    if probe == "fwq":
+        return quantum.fwq_capacity(schedule.measured_ns, options.quantum_ns)
+    if not options.keep_series:
+        return 0
+    return timerlat_probe.series_capacity(schedule.measured_ns, options.interval_ns, ncpus)
+
+
+def check_buffers(options: ScanOptions, schedule: WindowSchedule, ncpus: int,
+                  available: int | None) -> None:
+    """Refuse (before measuring) a scan whose preallocated buffers (samples and
+    windows of each probe, for every CPU) would not fit BUFFER_MEMORY_SHARE of
+    the available memory: the tables made from them after measuring need as much again."""
+    if available is None:
+        return
+    allowed_kib = available * BUFFER_MEMORY_SHARE
+    for probe in options.probes:
+        samples = samples_per_cpu(probe, options, schedule, ncpus) + schedule.windows
+        need_kib = samples * SAMPLE_BYTES * ncpus / 1024
+        if need_kib > allowed_kib:
+            raise UsageError(
+                f"the {probe} probe would hold {format_size_kib(need_kib)} of samples in memory "
+                f"({samples:,} per CPU for {format_duration(options.duration_ns)} on {ncpus} "
+                f"CPU{'s' if ncpus != 1 else ''}), more than {BUFFER_MEMORY_SHARE:.0%} of the "
+                f"available {format_size_kib(available)}",
+                "measure for less time, on fewer CPUs (--cpus), or with longer windows "
+                "(--runtime) and quanta (--quantum)")
+
+
 def default_output(facts: HostFacts) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"noisescope-{facts.hostname or 'host'}-{stamp}"
@@ -216,9 +255,18 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     scan_plan = plan(options, facts)
     if destination is not None:
         check_destination(Path(destination))
-    if options.quantum_ns <= 0 or options.quantum_ns > options.duration_ns:
+    if {"ftq", "fwq"} & set(options.probes) and options.quantum_ns > options.duration_ns:
         raise UsageError(f"quantum {format_duration(options.quantum_ns)} does not fit the "
-                         f"duration", "use a quantum shorter than --duration, e.g. 1ms")
+                         f"duration {format_duration(options.duration_ns)}",
+                         "use a --quantum shorter than --duration, e.g. 1ms")
+    if "detour" in options.probes and options.threshold_ns >= options.duration_ns:
+        raise UsageError(f"the duration {format_duration(options.duration_ns)} is not longer "
+                         f"than the detour threshold {format_duration(options.threshold_ns)}: no "
+                         f"detour could be measured", "use a longer --duration, e.g. 10s")
+    if "timerlat" in options.probes and options.interval_ns > options.duration_ns:
+        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
+                         f"than the duration {format_duration(options.duration_ns)}: no wakeup "
+                         f"would be measured", "use a shorter --interval or a longer --duration")
     # Only spinning SCHED_FIFO samplers can run into RT throttling and need
     # windows with gaps; a sleeper (timerlat) measures back to back.
     spins = scan_plan.priority > 0 and set(options.probes) - SLEEPING_PROBES
@@ -227,6 +275,9 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         period_ns=options.period_ns,
         rt_budget=rt_budget_ns(facts.rt_runtime_us, facts.rt_period_us) if spins else None)
     scan_plan.diagnostics.extend(notes)
+    check_buffers(options, schedule, len(scan_plan.cpus), available_kib())
+    if options.trace.enabled:
+        check_buffer_kb(options.trace.buffer_kb, len(scan_plan.cpus), available_kib())
     if "timerlat" in options.probes and options.interval_ns > schedule.runtime_ns:
         raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
                          f"than a measuring window ({format_duration(schedule.runtime_ns)})",

@@ -126,6 +126,30 @@ def test_inject_command_reports_what_it_did():
     assert 450 <= count <= 510, done.stdout
 
 
+def test_inject_for_ends_on_the_clock_when_the_injector_falls_behind(measured_cpu):
+    """1 MHz of 1 ns injections: every wakeup takes longer than the 1 us period, so the
+    injector is always behind its deadlines. --for 1s ends it after a second all the
+    same (it used to catch up with every missed deadline: 20 s at 95% of the CPU)."""
+    from noisescope.probes.inject import Injection, inject
+
+    began = time.monotonic()
+    outcome = inject(Injection(measured_cpu, 1e6, 1, "thread"), 1_000_000_000)
+    elapsed = time.monotonic() - began
+    assert 1.0 <= elapsed < 2.5, elapsed
+    assert 0 < outcome.count <= 1_000_000 * elapsed
+
+
+def test_an_interrupted_inject_exits_130_and_says_what_it_did():
+    proc = subprocess.Popen([*CLI, "inject", "--cpu", "0", "--rate", "100Hz", "--length", "10us"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    proc.send_signal(2)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert int(out.split()[0]) > 0 and "injections" in out
+    assert err.strip().splitlines()[-1].startswith("noisescope: interrupted")
+
+
 def test_version_and_help_end_with_examples():
     assert run("--version").stdout.strip().endswith(noisescope.__version__)
     for command in ("scan", "show", "inject", "explain", "cleanup"):

@@ -1,6 +1,7 @@
 import json
 import os
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -208,3 +209,107 @@ def test_a_stored_table_is_written_when_first_needed(tmp_path):
     Bundle(minimal_manifest(), {"late": stored, "again": stored}).write(tmp_path / "b")
     assert calls == [1]  # written once, copied twice
     assert noisescope.load(tmp_path / "b").table("again")["x"].tolist() == [0, 1, 2]
+
+
+# -- loading checks the manifest against the schema, and every table's file --------------
+
+def written(tmp_path, manifest=None, tables=None):
+    tables = tables if tables is not None else {
+        "timerlat_histogram": Table({"cpu": np.array([0], np.int32), "lower_ns": np.array([0]),
+                                     "upper_ns": np.array([1000]), "count": np.array([5])})}
+    return Bundle(manifest or minimal_manifest(), tables).write(tmp_path / "b")
+
+
+def edit_manifest(path, change):
+    manifest = json.loads((path / "manifest.json").read_text())
+    change(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m.update(kind="spaceship"), "$.kind"),
+    (lambda m: m.update(host={"x": 1}), "$.host"),
+    (lambda m: m["summaries"].update(timerlat="oops"), "$.summaries.timerlat"),
+    (lambda m: m["summaries"].update(other=[{"cpu": 0, "max_ns": "long"}]), "'long'"),
+    (lambda m: m.update(complete="yes"), "$.complete"),
+    (lambda m: m.update(schema_version="1"), "$.schema_version"),
+    (lambda m: m["tables"]["timerlat_histogram"].update(file="../../../../etc/passwd"), "file"),
+])
+def test_a_manifest_of_the_wrong_shape_is_refused_by_load(tmp_path, change, words):
+    path = written(tmp_path)
+    edit_manifest(path, change)
+    with pytest.raises(UsageError) as error:
+        noisescope.load(path)
+    assert "manifest.json is corrupt" in str(error.value) and words in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_scan_manifest_needs_a_list_of_cpus(tmp_path):
+    manifest = {**minimal_manifest(), "kind": "fleet", "parameters": {
+        "cpus": "all", "duration_ns": 1, "probes": [], "ranks": 1}, "summaries": {"ranks": []}}
+    manifest.pop("source")
+    with pytest.raises(UsageError, match=r"\$\.parameters\.cpus"):
+        noisescope.load(Bundle(manifest).write(tmp_path / "b"))
+
+
+def _rewrite(path, name, arrow):
+    import pyarrow.parquet as pq
+
+    pq.write_table(arrow, path / f"{name}.parquet")
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda p: (p / "timerlat_histogram.parquet").unlink(), "is missing"),
+    (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
+                (p / "timerlat_histogram.parquet").mkdir()), "is not a file"),
+    (lambda p: (p / "timerlat_histogram.parquet").write_bytes(b"PAR1garbage"), "is unreadable"),
+    (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
+                (p / "timerlat_histogram.parquet").symlink_to("/etc/passwd")), "outside"),
+    (lambda p: _rewrite(p, "timerlat_histogram", pa.table({"x": [1]})), "the manifest says"),
+    (lambda p: _rewrite(p, "timerlat_histogram", pa.table({
+        "cpu": [0, 0], "lower_ns": [0, 1], "upper_ns": [1, 2], "count": [1, 1]})),
+     "the manifest says 1 rows"),
+])
+def test_a_damaged_table_is_refused_by_load_naming_its_file(tmp_path, damage, words):
+    path = written(tmp_path)
+    damage(path)
+    with pytest.raises(UsageError) as error:
+        noisescope.load(path)
+    assert "timerlat_histogram.parquet" in str(error.value) and words in str(error.value)
+
+
+def test_a_table_must_hold_the_columns_and_types_its_readers_use(tmp_path):
+    columns = {"cpu": pa.array(["zero"]), "lower_ns": [0], "upper_ns": [1], "count": [5]}
+    path = written(tmp_path)
+    _rewrite(path, "timerlat_histogram", pa.table(columns))
+    with pytest.raises(UsageError, match="column cpu of table timerlat_histogram holds string"):
+        noisescope.load(path)
+    columns["cpu"] = pa.array([0], pa.int32())
+    del columns["count"]
+    _rewrite(path, "timerlat_histogram", pa.table(columns))
+    edit_manifest(path, lambda m: m["tables"]["timerlat_histogram"].update(
+        columns=["cpu", "lower_ns", "upper_ns"]))
+    with pytest.raises(UsageError, match="has no column count"):
+        noisescope.load(path)
+
+
+def test_an_empty_table_without_columns_loads(tmp_path):
+    path = written(tmp_path, tables={"injections": Table()})
+    assert noisescope.load(path).table("injections").rows == 0
+
+
+OLD_BUNDLES = sorted(p for p in (Path(__file__).parents[1] / "fixtures" / "bundles").iterdir()
+                     if p.is_dir())
+
+
+@pytest.mark.parametrize("path", OLD_BUNDLES, ids=[p.name for p in OLD_BUNDLES])
+def test_bundles_of_earlier_versions_load_and_show(path, capsys):
+    """Written by earlier noisescope versions of this schema (the commit is in the
+    name; tests/fixtures/bundles/README.md): they pass the checks and print."""
+    from noisescope.cli.main import main
+
+    bundle = noisescope.load(path)
+    for name in bundle.table_names:
+        bundle.table(name)
+    assert main(["show", str(path)]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -191,10 +191,15 @@ void ns_signal_injection_disarm(struct ns_armed_injection *armed)
     registry_remove(armed->key);
 }
 
+/* Injects until end_mono_ns on the clock: an injection that cannot keep up
+ * with its period (wakeup and spin longer than the period) falls behind its
+ * deadlines, and must not run on past the end to catch up with them. */
 void ns_thread_injection_loop(struct ns_injection *inj, uint64_t start_mono_ns,
                               uint64_t end_mono_ns, volatile int64_t *stop)
 {
-    for (uint64_t next = start_mono_ns; next < end_mono_ns && !*stop; next += inj->period_ns) {
+    for (uint64_t next = start_mono_ns;
+         next < end_mono_ns && !*stop && ns_mono_ns(CLOCK_MONOTONIC) < end_mono_ns;
+         next += inj->period_ns) {
         ns_sleep_until(next);
         uint64_t start = ns_ticks();
         injection_record(inj, start, ns_spin_ticks(start, inj->length));

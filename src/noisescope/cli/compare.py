@@ -9,6 +9,10 @@ from ..errors import UsageError
 from ..render.compare import FORMATS, markdown, print_comparison, print_notes, to_csv, to_json
 from .common import load_all, stderr, stdout
 
+# Beyond this the bootstrap's own sampling error is far below the digits shown,
+# and a group's resampled means take 8 MB.
+MAX_RESAMPLES = 1_000_000
+
 EXAMPLES = """
 \b
 EXAMPLES
@@ -38,14 +42,20 @@ EXAMPLES
               show_default=True)
 @click.option("--alpha", default=ALPHA, show_default=True,
               help="significance level for the Benjamini-Hochberg adjusted p-values")
-@click.option("--resamples", default=RESAMPLES, show_default=True, help="bootstrap resamples")
-@click.option("--seed", default=0, show_default=True, help="bootstrap random seed")
+@click.option("--resamples", default=RESAMPLES, show_default=True,
+              help=f"bootstrap resamples (at most {MAX_RESAMPLES:,})")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="bootstrap random seed")
 def compare_command(bundles, baseline, metrics, per_cpu, per_node, by_node, output_format, alpha,
                     resamples, seed):
     """Compare bench, run and scan bundles: per workload, metric and configuration,
     the change vs a baseline with a confidence interval and a corrected p-value."""
     if resamples < 100:
         raise UsageError(f"--resamples {resamples} is too few for a 95% interval", "use 1000+")
+    if resamples > MAX_RESAMPLES:
+        raise UsageError(f"--resamples {resamples} is more than a 95% interval needs (and "
+                         f"{resamples * 8 / 2**30:.3g} GiB per group)",
+                         f"use at most {MAX_RESAMPLES:,}")
     loaded = load_all(bundles)
     comparison = compare(loaded, baseline=baseline,
                          metrics=metrics.split(",") if metrics else None, per_cpu=per_cpu,

@@ -20,7 +20,8 @@ import click
 
 from .. import __version__
 from ..errors import UsageError
-from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from ..render.text import visible
+from .common import EXIT_INTERRUPTED, EXIT_USAGE, refuse_empty_values
 
 # Each command's module, imported only when that command runs: a scan does not
 # carry the libraries of compare, predict or cluster (about 5 MB of memory).
@@ -54,7 +55,8 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return super().get_command(ctx, name)
         module, attribute = COMMANDS[name].split(":")
-        return getattr(importlib.import_module(f".{module}", __package__), attribute)
+        return refuse_empty_values(
+            getattr(importlib.import_module(f".{module}", __package__), attribute))
 
 
 @click.group(cls=LazyGroup,
@@ -70,7 +72,8 @@ def _terminate(signum, frame):
 
 
 def _fail(message: str) -> int:
-    print(f"noisescope: error: {message}", file=sys.stderr)
+    """One line, whatever the message quotes (a label, a path) holds."""
+    print(f"noisescope: error: {visible(message).replace(chr(10), ' ')}", file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -11,6 +11,7 @@ import click
 
 from ..analysis.predict import LogGP, load_noise, predict, write_trace_file
 from ..analysis.predict.loggp import COLLECTIVES
+from ..analysis.predict.model import MAX_PROCS
 from ..bundle import check_destination, utc_now
 from ..errors import UsageError
 from ..render.prediction import print_prediction
@@ -67,7 +68,8 @@ SOURCE_HELP = ("SOURCE is a bundle from 'noisescope scan' (one noise trace per m
               help="co-scheduled noise: every process replays from the same offset")
 @click.option("--seeds", type=int, default=5, show_default=True,
               help="runs per process count, each with new random offsets")
-@click.option("--seed", type=int, default=1, show_default=True, help="first random seed")
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True,
+              help="first random seed")
 @click.option("--latency", default="2.5us", show_default=True, help="LogGP L")
 @click.option("--overhead", default="1.5us", show_default=True, help="LogGP o (send and receive)")
 @click.option("--gap", default="1us", show_default=True, help="LogGP g (between messages)")
@@ -80,7 +82,7 @@ def predict_command(source, procs, compute, collective, message_bytes, iteration
     loggp = LogGP(*(parse_duration(text, what=f"--{name}", default_unit="ns") for name, text in
                     (("latency", latency), ("overhead", overhead), ("gap", gap),
                      ("gap-per-byte", gap_per_byte))))
-    counts = parse_count_list(procs, what="--procs")
+    counts = parse_count_list(procs, what="--procs", maximum=MAX_PROCS)
     compute_ns = parse_duration(compute, what="--compute", default_unit="ns")
     if output:
         check_destination(Path(output))
@@ -112,7 +114,7 @@ def _progress(procs: int, seed: int, seeds: int) -> None:
     "line; a '# span_ns=N' comment keeps the measured length).\n\n" + SOURCE_HELP))
 @click.argument("source")
 @click.option("--cpu", type=int, help="which measured CPU, when SOURCE is a bundle of several")
-@click.option("--seed", type=int, default=1, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True,
               help="phases of a synthetic spec's sources")
 @click.option("-o", "--output", required=True, help="trace file to write (must not exist)")
 def export_trace_command(source, cpu, seed, output):

@@ -67,7 +67,8 @@ def measurement_options(command):
         click.option("--no-trace", is_flag=True, help="do not record kernel events (detours "
                      "stay unexplained); tracing is on by default when tracefs is writable"),
         click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. "
-                     f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)"),
+                     f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe); "
+                     "all of them together at most a quarter of the available memory"),
         click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
                      help="untraced detour run measuring tracing's own cost (0: skip)"),
         click.option("--trace-threshold", default=f"{DEFAULT_THRESHOLD_NS // 1000}us",

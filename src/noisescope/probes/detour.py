@@ -29,7 +29,10 @@ CALIBRATION_NS = 20_000_000
 BUCKET_LOWER_TICKS = np.array(_native.histogram_lower_bounds(), dtype=np.uint64)
 
 
-def default_capacity(measured_ns: int, ncpus: int) -> int:
+def capacity(measured_ns: int, ncpus: int, max_detours: int | None = None) -> int:
+    """Detours stored per CPU: max_detours, or what the default budget allows."""
+    if max_detours:
+        return max_detours
     wanted = int(measured_ns / 1e9 * DETOUR_RATE_BUDGET) + MIN_DETOUR_BUFFER
     return max(MIN_DETOUR_BUFFER, min(wanted, TOTAL_DETOUR_BUDGET // max(ncpus, 1)))
 
@@ -46,14 +49,14 @@ def minimum_threshold_ticks(resolution_ticks: int) -> int:
 
 def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None) -> ProbeResult:
     clock = ctx.clock
-    capacity = max_detours or default_capacity(ctx.schedule.measured_ns, len(ctx.cpus))
+    room = capacity(ctx.schedule.measured_ns, len(ctx.cpus), max_detours)
     threshold_ticks = clock.ticks(threshold_ns)
     specs = [{
         "cpu": cpu,
         "threshold_ticks": threshold_ticks,
         "hourglass_ticks": HOURGLASS_CYCLES,
-        "start": np.empty(capacity, np.uint64),
-        "length": np.empty(capacity, np.uint64),
+        "start": np.empty(room, np.uint64),
+        "length": np.empty(room, np.uint64),
         "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
     } for cpu in ctx.cpus]
     done = execute("detour", ctx, specs)
@@ -74,7 +77,7 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
         summaries.append(detour_summary(stats, result, duration_ns, histogram, threshold_ns,
                                         clock.ticks_per_ns))
     notes = (busy_diagnostics("detour", summaries)
-             + overflow_diagnostics(summaries, "detours", capacity)
+             + overflow_diagnostics(summaries, "detours", room)
              + clock_backwards_diagnostics(done.run.samplers))
     tables = {"detours": Table.concat(detours), "gap_histogram": Table.concat(histograms),
               "windows": done.windows, "injections": done.injections}

@@ -15,6 +15,7 @@ from rich.table import Table as RichTable
 
 from ..analysis.compare import PERTURBATION_METRICS, Change, Comparison, MetricInfo, Row
 from ..units import format_duration
+from .text import md_escape
 
 FORMATS = ("terminal", "markdown", "csv", "json")
 CSV_FIELDS = ("workload", "metric", "title", "unit", "better", "configuration", "baseline", "n",
@@ -179,12 +180,10 @@ def print_notes(comparison: Comparison, console: Console) -> None:
 # -- Markdown --------------------------------------------------------------------------
 
 def _md_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> list[str]:
-    def clean(cell: str) -> str:
-        return cell.replace("|", "\\|")
-
+    """A Markdown table; cells of text from bundles come escaped (md_escape)."""
     align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(map(clean, header)) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(map(clean, row)) + " |" for row in rows]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
@@ -206,32 +205,35 @@ def paper_table(comparison: Comparison, metric: MetricInfo) -> list[str]:
     """Workloads down, configurations across: mean ± sd (change vs baseline)."""
     workloads = [w for w in comparison.workloads
                  if any(comparison.row(w, metric.name, c) for c in comparison.configurations)]
-    rows = [[w] + [_paper_cell(comparison.row(w, metric.name, c))
-                   for c in comparison.configurations] for w in workloads]
+    rows = [[md_escape(w)] + [_paper_cell(comparison.row(w, metric.name, c))
+                              for c in comparison.configurations] for w in workloads]
     better = f", {metric.better} is better" if metric.better else ""
-    return [f"**{metric.title}** (mean ± sd; change of the mean vs {comparison.baseline}{better})",
-            "", *_md_table(["workload", *comparison.configurations], rows)]
+    return [f"**{md_escape(metric.title)}** (mean ± sd; change of the mean vs "
+            f"{md_escape(comparison.baseline)}{better})", "",
+            *_md_table(["workload", *map(md_escape, comparison.configurations)], rows)]
 
 
 def markdown(comparison: Comparison) -> str:
-    lines = ["## Comparison", "", *[f"- {line}" for line in method_lines(comparison)], ""]
+    lines = ["## Comparison", "", *[f"- {md_escape(line)}" for line in method_lines(comparison)],
+             ""]
     for metric in comparison.metrics():
         lines += [*paper_table(comparison, metric), ""]
     lines.append(f"\\* significant (q < {comparison.alpha:g}); n.s. = not significant.")
     lines.append("")
     perturbation = perturbation_rows(comparison)
     if perturbation:
-        lines += [f"### Perturbation: change vs {comparison.baseline}", ""]
+        lines += [f"### Perturbation: change vs {md_escape(comparison.baseline)}", ""]
         lines += _md_table(["workload", "configuration", "wall", "user", "sys"],
-                           [[w, c, *(format_change(x) for x in changes)]
+                           [[md_escape(w), md_escape(c), *(format_change(x) for x in changes)]
                             for w, c, changes in perturbation], right_from=2)
         lines += ["", "n.s. = not significant", ""]
     for workload in comparison.workloads:
-        lines += [f"### {workload}", ""]
+        lines += [f"### {md_escape(workload)}", ""]
         rows = []
         for row in (r for r in comparison.rows if r.workload == workload):
             s, c, unit = row.stats, row.change, row.metric.unit
-            rows.append([row.metric.title, row.configuration, str(s.n), format_value(s.mean, unit),
+            rows.append([md_escape(row.metric.title), md_escape(row.configuration), str(s.n),
+                         format_value(s.mean, unit),
                          format_value(s.std, unit), format_value(s.median, unit),
                          format_value(s.min, unit), format_value(s.max, unit),
                          format_value(s.p99, unit),
@@ -244,7 +246,7 @@ def markdown(comparison: Comparison) -> str:
         lines.append("")
     if comparison.warnings:
         lines += ["### Warnings", ""]
-        lines += [f"- {w.message} ({w.hint})" for w in comparison.warnings]
+        lines += [f"- {md_escape(w.message)} ({md_escape(w.hint)})" for w in comparison.warnings]
         lines.append("")
     return "\n".join(lines)
 

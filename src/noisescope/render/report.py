@@ -13,7 +13,6 @@ escaping, no TeX in figure text).
 from __future__ import annotations
 
 import base64
-import html
 import os
 import tempfile
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from ..units import format_cpu_list, format_duration
 from . import plots
 from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
+from .text import md_escape
 
 
 @dataclass
@@ -360,16 +360,6 @@ def render_html(report: Report) -> str:
 
 def figure_files(report: Report) -> list[tuple[str, plots.Figure]]:
     return [(f"{i:02d}-{f.key}.png", f) for i, f in enumerate(report.figures, 1)]
-
-
-def md_escape(text: str) -> str:
-    """Text from a bundle, safe inside Markdown (no HTML, no table breaks, no emphasis)."""
-    escaped = html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
-    for mark in "\\`*_[]#":
-        if mark == "\\":
-            continue
-        escaped = escaped.replace(mark, "\\" + mark)
-    return escaped
 
 
 def render_markdown(report: Report, figure_dir: str) -> str:

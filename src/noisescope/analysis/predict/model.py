@@ -20,6 +20,7 @@ import numpy as np
 from ...bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from ...diagnostics import Diagnostic
 from ...errors import UsageError
+from ...units import MAX_DURATION_NS
 from .loggp import COLLECTIVES, LogGP, Machine, make_collective
 from .orderstats import (
     DELAY_SAMPLES,
@@ -34,6 +35,8 @@ from .replay import NoiseReplay
 from .traces import NoiseTrace, load_noise
 
 MAX_PROCS = 1 << 24  # about 1.5 GB of per-process state
+MAX_MESSAGE_BYTES = 1 << 40
+MAX_SEEDS = 1000  # the spread over seeds is settled long before
 Progress = Callable[[int, int, int], None]  # processes, seed number (1-based), seeds
 
 
@@ -65,15 +68,32 @@ class PredictOptions:
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown collective {self.collective!r}",
                              f"choose from {', '.join(COLLECTIVES)}")
-        if self.message_bytes < 1:
-            raise UsageError(f"message size {self.message_bytes} B is too small",
-                             "give --bytes 1 or more")
+        if not 1 <= self.message_bytes <= MAX_MESSAGE_BYTES:
+            raise UsageError(f"message size {self.message_bytes} B is out of range",
+                             f"give --bytes 1 to {MAX_MESSAGE_BYTES} (1 TiB)")
         for name, value in (("iterations", self.iterations), ("seeds", self.seeds)):
             if value < 1:
                 raise UsageError(f"{name} must be at least 1, got {value}", f"e.g. --{name} 5")
+        if self.seeds > MAX_SEEDS:
+            raise UsageError(f"--seeds {self.seeds} is too many: each simulates every process "
+                             f"count again", f"give at most {MAX_SEEDS}")
+        if self.seed < 0:
+            raise UsageError(f"seed must be 0 or more, got {self.seed}", "e.g. --seed 1")
+        if self.longest_run_ns() > MAX_DURATION_NS:
+            raise UsageError("the simulated run would last longer than 366 days (--iterations "
+                             "times --compute and the messages of a collective)",
+                             "give fewer --iterations, a shorter --compute or smaller --bytes")
         if self.compute_ns == 0 and self.collective == "none":
             raise UsageError("nothing to simulate: no compute time and no collective",
                              "give --compute or a --collective")
+
+    def longest_run_ns(self) -> int:
+        """An upper bound of the noise-free run time: every round of the largest
+        collective (at most 2 log2 P + 2 rounds) paying every LogGP cost in full."""
+        rounds = 2 * max(self.procs).bit_length() + 2
+        message = (self.loggp.latency_ns + 2 * self.loggp.overhead_ns + self.loggp.gap_ns
+                   + self.loggp.transfer_ns(self.message_bytes))
+        return self.iterations * (self.compute_ns + rounds * message)
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...diagnostics import Code, Diagnostic
-from ...errors import UsageError
+from ...errors import UsageError, unwritable
 from ...units import format_duration, parse_noise_spec
 
 SECOND = 1_000_000_000
@@ -275,7 +275,11 @@ def write_trace_file(trace: NoiseTrace, path: str | os.PathLike[str]) -> Path:
               f"# source: {trace.name}\n# {SPAN_KEY}{trace.span_ns}\n")
     rows = np.column_stack([trace.starts_ns, trace.durations_ns])
     try:
-        with open(partial, "w") as out:
+        out = open(partial, "x")
+    except OSError as error:
+        raise unwritable(destination.parent, error) from None
+    try:
+        with out:
             out.write(header)
             np.savetxt(out, rows, fmt="%d", delimiter="\t")
             out.flush()
