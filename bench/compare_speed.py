@@ -69,7 +69,7 @@ def main() -> None:
     groups = len({(r.workload, r.metric.name, r.configuration) for r in result.rows})
     print(f"{args.bundles} bundles x {args.runs} runs, {args.labels} labels "
           f"({args.bundles * args.runs // args.labels} runs per configuration), "
-          f"{len(result.metrics())} metrics, {groups} groups, {result.resamples} resamples")
+          f"{len(result.metrics())} metrics, {groups} groups")
     print(f"library (load + compare): {library:.2f} s")
     print(f"noisescope compare --format json: {command:.2f} s (goal <= 2 s)")
 
