@@ -106,7 +106,7 @@ def check_threshold(threshold_ns: int, clock: MeasurementClock) -> None:
         floor_ns = minimum / clock.ticks_per_ns
         raise UsageError(
             f"threshold {format_duration(threshold_ns)} is below what the loop can resolve "
-            f"(one iteration takes {resolution} cycles = "
+            f"(one iteration takes {resolution} clock ticks = "
             f"{format_duration(resolution / clock.ticks_per_ns)})",
             f"use --threshold {format_duration(floor_ns * 1.2, precision=2).replace(' ', '')} "
             f"or more")
@@ -348,7 +348,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         "priority": scan_plan.priority,
         "schedule": schedule.to_dict(),
         "unit_iterations": quantum.UNIT_ITERATIONS,
-        "hourglass_cycles": detour_probe.HOURGLASS_CYCLES,
+        "hourglass_ns": detour_probe.HOURGLASS_NS,
     }
     manifest = {
         "schema_version": SCHEMA_VERSION,

@@ -97,14 +97,14 @@ def _place(s: dict) -> list[str]:
 def detour_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="Detours (CPU taken away for >= threshold)", title_justify="left")
     _place_columns(t, rows)
-    for name in ("noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop cyc", "loop ns"):
+    for name in ("noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop ticks", "loop ns"):
         t.add_column(name, justify="right")
     for s in rows:
         approx = "~" if s.get("percentiles_from") == "histogram" else ""
         t.add_row(
             *_place(s), _pct(s["noise_pct"]), _num(s["detours_per_s"], 1),
             approx + _ns(s["p50_ns"]), approx + _ns(s["p99_ns"]), approx + _ns(s["p999_ns"]),
-            _ns(s["max_ns"]), _num(s.get("resolution_cycles")), _num(s.get("resolution_ns"), 1),
+            _ns(s["max_ns"]), _num(s.get("resolution_ticks")), _num(s.get("resolution_ns"), 1),
         )
     return t
 
@@ -113,13 +113,14 @@ def hourglass_table(rows: list[dict]) -> RichTable | None:
     rows = [s for s in rows if "iterations" in s]  # imported detour figures have none
     if not rows:
         return None
-    t = RichTable(title="Hourglass (gaps between TSC reads)", title_justify="left")
+    t = RichTable(title="Hourglass (gaps between clock reads)", title_justify="left")
     _place_columns(t, rows)
-    for name in ("reads", "avg gap cyc", "max gap cyc", "gaps > 1000 cyc"):
+    cut = {format_duration(s["hourglass_ns"]) for s in rows}
+    for name in ("reads", "avg gap", "max gap", f"gaps > {' / '.join(sorted(cut))}"):
         t.add_column(name, justify="right")
     for s in rows:
-        t.add_row(*_place(s), _num(s["iterations"]), _num(s["mean_loop_cycles"], 1),
-                  _num(s["max_gap_cycles"]), _num(s["gaps_over_1000_cycles"]))
+        t.add_row(*_place(s), _num(s["iterations"]), _ns(s["mean_gap_ns"]),
+                  _ns(s["max_ns"]), _num(s["hourglass_gaps"]))
     return t
 
 
