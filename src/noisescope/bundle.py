@@ -329,10 +329,12 @@ def load(path: str | os.PathLike[str]) -> Bundle:
     return Bundle(manifest, path=root)
 
 
-def _ticks_named_ticks(manifest: dict) -> None:
+def _schema_2(manifest: dict) -> None:
     """Schema 1 -> 2: detour summaries called ticks of the measurement clock cycles,
     and the Hourglass cut-off was 1000 ticks (385 ns on a 2.6 GHz TSC, 1000 ns on
-    the portable clock); now it is a duration, hourglass_ns."""
+    the portable clock); now it is a duration, hourglass_ns. Tracing's cost was one
+    untraced run beside the traced one, which no interval can be given for: dropped."""
+    (manifest.get("trace") or {}).pop("cost", None)
     for rows in manifest["summaries"].values():
         for row in rows:
             if not isinstance(row, dict) or "gaps_over_1000_cycles" not in row:
@@ -350,7 +352,7 @@ def _ticks_named_ticks(manifest: dict) -> None:
         manifest["parameters"]["hourglass_ns"] = round(cut * 1e9 / ticks_per_second)
 
 
-UPGRADES = {1: _ticks_named_ticks}  # schema N -> N + 1, applied in memory on load
+UPGRADES = {1: _schema_2}  # schema N -> N + 1, applied in memory on load
 
 
 def upgrade(manifest: dict) -> None:
