@@ -52,13 +52,25 @@ def header_lines(bundle: Bundle) -> list[str]:
                 f"{p['loops']:,} loops" if p.get("loops") else format_duration(p["duration_ns"]))
         lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {span}, {mode}"
                      + ("" if m["complete"] else "  [INCOMPLETE]"))
-        dma = (m.get("privileges") or {}).get("dma_latency", "not requested")
-        if dma != "not requested":
-            lines.append(f"/dev/cpu_dma_latency: {dma}")
+        if "timerlat" in m["summaries"]:
+            lines.append(idle_states_line(p.get("dma_latency_us"),
+                                          (m.get("privileges") or {}).get("dma_latency")))
     if host.get("hz_estimate", {}).get("hz"):
         lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
                      f"(CONFIG_HZ={host.get('config_hz') or '?'})")
     return lines + trace_lines(m)
+
+
+def idle_states_line(requested_us: int | None, outcome: str | None) -> str:
+    """Whether timer latencies were measured with the CPUs kept out of deep idle
+    states (cyclictest holds /dev/cpu_dma_latency at 0 unless told --laptop)."""
+    if requested_us is not None and outcome and not outcome.startswith("skipped"):
+        like = ", as cyclictest" if requested_us == 0 else ""
+        return (f"idle states: held at {requested_us} us exit latency (/dev/cpu_dma_latency, "
+                f"while measuring{like})")
+    why = outcome if outcome and outcome.startswith("skipped") else "not requested"
+    return (f"idle states: not held (/dev/cpu_dma_latency {why}: CPUs may sleep deeply between "
+            f"wakeups; cyclictest holds it at 0, as --dma-latency 0 does)")
 
 
 def import_lines(source: dict | None) -> list[str]:
