@@ -58,7 +58,8 @@ class RankTest:
         from scipy.special import ndtri  # the normal quantile (scipy.stats.norm is slower)
 
         n = self.n1 + self.n2
-        sd = math.sqrt(self.n1 * self.n2 / 12 * ((n + 1) - self.tie_term / (n * (n - 1))))
+        # (all values equal: 0, perhaps a rounding below it)
+        sd = math.sqrt(max(0.0, self.n1 * self.n2 / 12 * ((n + 1) - self.tie_term / (n * (n - 1)))))
         # scipy: p = 2 * sf((|U - total/2| - 0.5) / sd); rejected while U < this bound
         bound = total / 2 - 0.5 + float(ndtri(alpha / 2)) * sd
         return max(-1, math.ceil(bound) - 1)

@@ -82,12 +82,15 @@ def format_change(change: Change | None) -> str:
 
 
 def method_lines(comparison: Comparison) -> list[str]:
-    tests = _tests(comparison)
+    tests, significant = _tests(comparison), _significant(comparison)
     level = format_level(comparison)
-    if tests > 1:
-        level += (f" (= 1 - {comparison.alpha:g} x {_significant(comparison) or 1}/{tests}: "
-                  f"adjusted for the {_significant(comparison)} significant of {tests}, so an "
-                  f"interval excludes 0 exactly where q < {comparison.alpha:g})")
+    if tests > 1 and significant:
+        level += (f" (= 1 - {comparison.alpha:g} x {significant}/{tests}: adjusted for the "
+                  f"{significant} significant of {tests}, so an interval excludes 0 exactly "
+                  f"where q < {comparison.alpha:g})")
+    elif tests > 1:
+        level += (f" (= 1 - {comparison.alpha:g}/{tests}: none of the {tests} is significant, "
+                  f"and no interval excludes 0)")
     return [
         f"baseline: {comparison.baseline}; n = runs (bench), bundles (per-CPU summaries) "
         f"or nodes (fleets; CPUs with --by-node)",
