@@ -194,6 +194,18 @@ def test_failed_runs_are_left_out_with_a_warning():
     assert excluded and "1 failed, 1 timeout" in excluded[0].message
 
 
+def test_an_interval_the_runs_are_too_few_for_is_unbounded_not_missing():
+    """3 runs against 3: no count of the rank test reaches 95% (its smallest p is
+    0.1), so every change is possible; the tables say so instead of leaving a gap."""
+    result = compare([bench_bundle("a", [1.0, 1.1, 1.2]), bench_bundle("b", [2.0, 2.1, 2.2])],
+                     metrics=["wall_ns"])
+    change = wall_change(result, "b")
+    assert change.ci_low is None and change.ci_high is None and change.change is not None
+    assert change.verdict == "not significant"
+    assert "| unbounded |" in markdown(result)
+    assert '"ci_low":null' in to_json(result)
+
+
 def test_too_few_runs_are_flagged_and_single_runs_not_tested():
     result = compare([bench_bundle("a", [1.0, 1.1, 1.05]), bench_bundle("b", [2.0])])
     change = wall_change(result, "b")

@@ -52,8 +52,10 @@ def format_shift(value: float | None, unit: str = "%") -> str:
 
 
 def format_ci(change: Change | None) -> str:
-    if change is None or change.ci_low is None:
+    if change is None or change.change is None:
         return "-"
+    if change.ci_low is None:  # too few runs for any bound at this level
+        return "unbounded"
     if change.change_unit in ("%", "pp"):
         return f"[{_signed(change.ci_low)}, {_signed(change.ci_high)}]"
     return f"[{format_shift(change.ci_low, change.change_unit)}, " \
@@ -96,7 +98,8 @@ def method_lines(comparison: Comparison) -> list[str]:
         f"or nodes (fleets; CPUs with --by-node)",
         "change: Hodges-Lehmann estimate vs the baseline (the median over all pairs of runs of "
         "the ratio new/baseline; a difference for shares (pp) or where a value is <= 0); "
-        f"CI: the Mann-Whitney interval of that change at {level}",
+        f"CI: the Mann-Whitney interval of that change at {level}; unbounded where the runs "
+        f"are too few for that level",
         f"p: Mann-Whitney U (two-sided); q: Benjamini-Hochberg over all {tests} comparisons; "
         f"significant when q < {comparison.alpha:g}",
     ]
