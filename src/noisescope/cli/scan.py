@@ -28,6 +28,7 @@ EXAMPLES
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
   noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
   noisescope scan --no-trace               # without kernel tracing (no explanation)
+  noisescope scan --probes detour --trace-cost 6s   # and what tracing itself costs (6 pairs)
   noisescope scan --no-report -q           # tables only; no report.html in the bundle
 """
 
