@@ -27,7 +27,7 @@ from .memory import release_free_memory
 from .tables import ParkedTable, StoredTable, Table
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
 
@@ -310,7 +310,46 @@ def load(path: str | os.PathLike[str]) -> Bundle:
         raise UsageError(
             f"{root} was written by a newer noisescope (schema {version}, "
             f"this one reads up to {SCHEMA_VERSION})", "upgrade noisescope to read it")
+    if isinstance(version, int) and not isinstance(version, bool) and 1 <= version < SCHEMA_VERSION:
+        try:  # an older schema is brought up to this one first, then checked like any other
+            upgrade(manifest)
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
+            raise UsageError(f"{manifest_path} is corrupt (schema {version} field {error})",
+                             DAMAGED) from None
     check_manifest(manifest, manifest_path)
     for name, entry in manifest["tables"].items():
         check_table(table_path(root, name, entry), name, entry)
     return Bundle(manifest, path=root)
+
+
+def _schema_2(manifest: dict) -> None:
+    """Schema 1 -> 2: detour summaries called ticks of the measurement clock cycles,
+    and the Hourglass cut-off was 1000 ticks (385 ns on a 2.6 GHz TSC, 1000 ns on
+    the portable clock); now it is a duration, hourglass_ns. Tracing's cost was one
+    untraced run beside the traced one, which no interval can be given for: dropped."""
+    (manifest.get("trace") or {}).pop("cost", None)
+    for rows in manifest["summaries"].values():
+        for row in rows:
+            if not isinstance(row, dict) or "gaps_over_1000_cycles" not in row:
+                continue
+            ticks = row.pop("resolution_cycles")
+            del row["mean_loop_cycles"], row["max_gap_cycles"]  # max_ns is the longest gap
+            row["resolution_ticks"] = ticks
+            row["mean_gap_ns"] = row["measured_ns"] / row["iterations"] \
+                if row.get("iterations") else None
+            row["hourglass_ns"] = round(1000 * row["resolution_ns"] / ticks)
+            row["hourglass_gaps"] = row.pop("gaps_over_1000_cycles")
+    cut = manifest["parameters"].pop("hourglass_cycles", None)
+    ticks_per_second = (manifest.get("clock") or {}).get("ticks_per_second")
+    if cut is not None and ticks_per_second:
+        manifest["parameters"]["hourglass_ns"] = round(cut * 1e9 / ticks_per_second)
+
+
+UPGRADES = {1: _schema_2}  # schema N -> N + 1, applied in memory on load
+
+
+def upgrade(manifest: dict) -> None:
+    """Bring a manifest of an older schema to SCHEMA_VERSION (the file is unchanged)."""
+    for version in range(manifest["schema_version"], SCHEMA_VERSION):
+        UPGRADES[version](manifest)
+    manifest["schema_version"] = SCHEMA_VERSION

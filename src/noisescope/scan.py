@@ -111,7 +111,7 @@ def check_threshold(threshold_ns: int, clock: MeasurementClock) -> None:
         floor_ns = minimum / clock.ticks_per_ns
         raise UsageError(
             f"threshold {format_duration(threshold_ns)} is below what the loop can resolve "
-            f"(one iteration takes {resolution} cycles = "
+            f"(one iteration takes {resolution} clock ticks = "
             f"{format_duration(resolution / clock.ticks_per_ns)})",
             f"use --threshold {format_duration(floor_ns * 1.2, precision=2).replace(' ', '')} "
             f"or more")
@@ -223,8 +223,8 @@ def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResul
     return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
 
 
-def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
-    """An untraced detour run: the baseline for tracing's own cost."""
+def _cost_run(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
+    """A short detour run of the measurement of tracing's own cost (`--trace-cost`)."""
     schedule, _ = plan_windows(duration_ns, rt=ctx.priority > 0, runtime_ns=options.runtime_ns,
                                period_ns=options.period_ns)
     return detour_probe.run(replace(ctx, schedule=schedule, progress=None),
@@ -352,11 +352,8 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
                 ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
                                    options.injections, injector_priority,
                                    probe_start_ns(options.start_mono_ns, schedule, index), report)
-                if name == "detour" and tracing.wants_cost_reference():
-                    reference = _cost_reference(ctx, options, min(options.trace.cost_reference_ns,
-                                                                  options.duration_ns))
-                    tracing.reference = reference.summaries
-                    if reference.interrupted:
+                if name == "detour" and tracing.wants_cost():
+                    if tracing.measure_cost(lambda ns, c=ctx: _cost_run(c, options, ns)):
                         interrupted = True
                         break
                 irq_before, begun = read_interrupts(), time.monotonic_ns()
@@ -399,7 +396,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         "priority": scan_plan.priority,
         "schedule": schedule.to_dict(),
         "unit_iterations": quantum.UNIT_ITERATIONS,
-        "hourglass_cycles": detour_probe.HOURGLASS_CYCLES,
+        "hourglass_ns": detour_probe.HOURGLASS_NS,
     }
     manifest = {
         "schema_version": SCHEMA_VERSION,

@@ -85,7 +85,7 @@ class TimerlatOptions:
                            runtime_ns=self.window_ns, period_ns=self.window_ns,
                            interval_ns=self.interval_ns, histogram_ns=self.histogram_ns,
                            keep_series=self.keep_series, label=self.label,
-                           trace=TraceOptions(enabled=self.trace, cost_reference_ns=0,
+                           trace=TraceOptions(enabled=self.trace,
                                               wakeup_threshold_ns=self.trace_threshold_ns))
 
 

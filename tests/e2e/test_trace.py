@@ -25,7 +25,6 @@ from noisescope.tables import Table
 from noisescope.trace import TraceSession, attribute, cleanup, event_source, scanning, sched_switches
 from noisescope.trace import events as events_module
 from noisescope.trace.events import TRACEPOINTS, Tracepoint
-from noisescope.trace.scanning import TraceOptions
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
 from ..helpers import RT, as_nobody, measure_quietly, run_delay_fraction
@@ -171,7 +170,7 @@ def traced_scan(cpu: int, inject: bool, mode: str = "thread", length_ns: int = 2
                 rate_hz: float = RATE_HZ):
     injections = (Injection(cpu, rate_hz, length_ns, mode),) if inject else ()
     return scan(ScanOptions(cpus=(cpu,), duration_ns=2 * SECOND, probes=("detour",),
-                            injections=injections, rt=RT, trace=TraceOptions(cost_reference_ns=0)),
+                            injections=injections, rt=RT),
                 argv=["test"])
 
 
@@ -381,14 +380,13 @@ def run(*args, timeout=120, **kwargs):
 @needs_tracefs
 def test_scan_explain_and_no_trace_through_the_cli(tmp_path):
     out = tmp_path / "traced"
-    done = run("scan", "--duration", "1s", "--probes", "detour", "--trace-cost", "500ms", "-o", str(out))
+    done = run("scan", "--duration", "1s", "--probes", "detour", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert "Causes of detours" in done.stdout and "Worst detours" in done.stdout
     assert "trace: x86-tsc clock" in done.stdout or "trace: mono_raw clock" in done.stdout
     bundle = noisescope.load(out)
     validate(bundle.manifest)
-    cost = bundle.manifest["trace"]["cost"]
-    assert cost["reference_ns"] == 500_000_000 and len(cost["per_cpu"]) == len(bundle.parameters["cpus"])
+    assert "cost" not in bundle.manifest["trace"] and "tracing cost" not in done.stdout  # opt-in
     assert {"cause", "cause_detail", "trace_events"} <= set(bundle.detours.columns)
     assert bundle.events.rows == sum(r["events"] for r in bundle.manifest["trace"]["recordings"])
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no spool left

@@ -33,7 +33,7 @@ struct ns_series {
  * at or above `threshold` are stored as (start, length). */
 struct ns_detour {
     uint64_t threshold;     /* ticks */
-    uint64_t hourglass_cut; /* ticks; Hourglass counts gaps above 1000 cycles */
+    uint64_t hourglass_cut; /* ticks; Hourglass counts the gaps above it (1 us) */
     uint64_t rare_cut;      /* gaps above this take the slow path (set by the runner) */
     struct ns_series start, length;
     uint64_t *histogram; /* NS_HIST_BINS counters */

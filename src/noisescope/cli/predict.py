@@ -23,7 +23,7 @@ PREDICT_EXAMPLES = """
 EXAMPLES
   noisescope predict noisescope-node17-20261130T063836Z --procs 1k,16k,1M
   noisescope predict 250Hz:2us+1Hz:200us --compute 1ms --procs 2,64,4k,256k
-  noisescope predict 10Hz:2500us --sync-noise          # co-scheduled: costs ~2.5% at any P
+  noisescope predict 10Hz:2500us --sync-noise --iterations 1000   # co-scheduled: ~2.5% at any P
   noisescope predict cpu3.trace --collective barrier --compute 0 --iterations 100
   noisescope predict tuned/ --procs 1M --seeds 3 -o prediction-tuned
 """
@@ -52,7 +52,11 @@ SOURCE_HELP = ("SOURCE is a bundle from 'noisescope scan' (one noise trace per m
     "traces, rank r replays trace r mod (number of traces). Printed per P: run time with and "
     "without noise, slowdown and its spread over --seeds, and the order-statistics estimate "
     "(noise-free time plus the expected largest per-step delay among P processes); per "
-    "noise source, the knee P* = 1/(rate x compute).\n\n" + SOURCE_HELP))
+    "noise source, the knee P* = 1/(rate x compute). The estimate leaves out noise in the "
+    "collective and detours a process resumes into after waiting, so it is not given where "
+    "detours outlast the compute window (unless the noise is co-scheduled). A run shorter "
+    "than a source's period meets it in some seeds and not in others: see the spread.\n\n"
+    + SOURCE_HELP))
 @click.argument("source")
 @click.option("--procs", default="2,16,128,1k,8k,64k", show_default=True,
               help="process counts; k = 1024, M = 1024^2 (binary, the HPC habit: 1M = 1048576); "

@@ -28,6 +28,7 @@ EXAMPLES
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
   noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
   noisescope scan --no-trace               # without kernel tracing (no explanation)
+  noisescope scan --probes detour --trace-cost 6s   # and what tracing itself costs (6 pairs)
   noisescope scan --no-report -q           # tables only; no report.html in the bundle
 """
 
@@ -69,8 +70,10 @@ def measurement_options(command):
         click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. "
                      f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe); "
                      "all of them together at most a quarter of the available memory"),
-        click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
-                     help="untraced detour run measuring tracing's own cost (0: skip)"),
+        click.option("--trace-cost", metavar="DURATION", help="first measure tracing's own "
+                     "cost for DURATION: 6 interleaved pairs of an untraced and a traced detour "
+                     "run, reported as the median difference with its 97% interval (default: "
+                     "not measured; bench/trace_cost.py measures it at length)"),
         click.option("--trace-threshold", default=f"{DEFAULT_THRESHOLD_NS // 1000}us",
                      show_default=True, help="timerlat: explain every wakeup at least this late"),
     ]
@@ -99,8 +102,8 @@ def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, p
         trace=TraceOptions(
             enabled=not no_trace,
             buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
-            cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
-                                            "--trace-cost"),
+            cost_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
+                                  "--trace-cost") if trace_cost else 0,
             wakeup_threshold_ns=parse_duration(trace_threshold, what="--trace-threshold",
                                                default_unit="us")),
     )

@@ -20,7 +20,10 @@ from .base import (
     thread_statistics,
 )
 
-HOURGLASS_CYCLES = 1000  # Hourglass reports gaps above 1000 cycles
+# Hourglass counts the gaps above a cut-off (1000 cycles there). A duration means
+# the same on the TSC and on the portable clock (CLOCK_MONOTONIC_RAW, 1 ns ticks),
+# where 1000 ticks would be 1000 ns but 385 ns on a 2.6 GHz TSC.
+HOURGLASS_NS = 1000
 DETOUR_RATE_BUDGET = 5_000  # detours per second per CPU the default buffer holds
 TOTAL_DETOUR_BUDGET = 4_000_000  # stored detours over all CPUs by default (64 MB)
 MIN_DETOUR_BUFFER = 10_000
@@ -54,7 +57,7 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
     specs = [{
         "cpu": cpu,
         "threshold_ticks": threshold_ticks,
-        "hourglass_ticks": HOURGLASS_CYCLES,
+        "hourglass_ticks": clock.ticks(HOURGLASS_NS),
         "start": np.empty(room, np.uint64),
         "length": np.empty(room, np.uint64),
         "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
@@ -75,7 +78,7 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
         histograms.append(histogram)
         stats = thread_statistics(result, clock, done.windows)
         summaries.append(detour_summary(stats, result, duration_ns, histogram, threshold_ns,
-                                        clock.ticks_per_ns))
+                                        HOURGLASS_NS, clock.ticks_per_ns))
     notes = (busy_diagnostics("detour", summaries)
              + overflow_diagnostics(summaries, "detours", room)
              + clock_backwards_diagnostics(done.run.samplers))

@@ -1,6 +1,7 @@
 """Tracing as `noisescope scan` uses it: one session for the whole scan, one
-recording per probe run, an untraced reference run to measure tracing's own
-cost, and the attribution of the detours at the end.
+recording per probe run, on request a measurement of tracing's own cost
+(interleaved pairs of untraced and traced detour runs), and the attribution
+of the detours at the end.
 
 Between probes the buffers are only copied to files in a work directory;
 they are decoded once the measuring is over. Without a destination the
@@ -20,6 +21,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -36,7 +38,10 @@ from .tracefs import TracingUnavailable
 from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
 from .wakeups import explain_late_wakeups
 
-DEFAULT_COST_REFERENCE_NS = 2_000_000_000
+# `scan --trace-cost`: pairs of an untraced and a traced detour run. The smallest
+# and largest of 6 paired differences hold their median with 1 - 2 x 2^-6 = 97%
+# confidence (a sign-test interval: no assumption about the noise's distribution).
+COST_PAIRS = 6
 
 
 def _drop(batch: TraceEvents) -> None:
@@ -47,7 +52,7 @@ def _drop(batch: TraceEvents) -> None:
 class TraceOptions:
     enabled: bool = True
     buffer_kb: int | None = None  # per CPU; None: sized from the probe duration
-    cost_reference_ns: int = DEFAULT_COST_REFERENCE_NS  # untraced detour run; 0: skip
+    cost_ns: int = 0  # time spent measuring tracing's own cost (COST_PAIRS pairs); 0: none
     wakeup_threshold_ns: int = DEFAULT_WAKEUP_THRESHOLD_NS  # timerlat: explain wakeups this late
 
 
@@ -62,7 +67,8 @@ class ScanTracing:
     spooling: bool = False  # decoded events to Parquet files (else memory)
     recordings: list[tuple[str, Recording]] = field(default_factory=list)
     captures: list[tuple[str, Capture]] = field(default_factory=list)
-    reference: list[dict] | None = None  # detour summaries of the untraced run
+    cost_pairs: list[tuple[list[dict], list[dict]]] = field(default_factory=list)  # detour
+    # summaries of the untraced and the traced run of each pair
     diagnostics: list[Diagnostic] = field(default_factory=list)
     interrupted_collection: bool = False
 
@@ -109,8 +115,31 @@ class ScanTracing:
                 self.interrupted_collection = True
         return result
 
-    def wants_cost_reference(self) -> bool:
-        return self.active and self.options.cost_reference_ns > 0 and self.reference is None
+    def wants_cost(self) -> bool:
+        return self.active and self.options.cost_ns > 0 and not self.cost_pairs
+
+    def measure_cost(self, run: Callable[[int], _DetourRun]) -> bool:
+        """Tracing's own cost: COST_PAIRS pairs of detour runs of cost_ns / (2 x
+        COST_PAIRS) each, one untraced and one traced (its events dropped), which of
+        them goes first alternating so that a drift of the machine cancels. `run`
+        measures for the given ns. Returns whether it was interrupted."""
+        assert self.session is not None and self.workdir is not None
+        length = self.options.cost_ns // (2 * COST_PAIRS)
+        for pair in range(COST_PAIRS):
+            summaries = {}
+            for traced in (False, True) if pair % 2 == 0 else (True, False):
+                if traced:
+                    self.session.start()
+                try:
+                    result = run(length)
+                finally:
+                    if traced:
+                        self.session.stop(self.workdir, f"cost-{pair}").remove_files()
+                if result.interrupted:
+                    return True
+                summaries[traced] = result.summaries
+            self.cost_pairs.append((summaries[False], summaries[True]))
+        return False
 
     def close(self) -> None:
         """Restore the kernel's tracing state (right after the probes)."""
@@ -254,40 +283,38 @@ class ScanTracing:
             "notes": info.notes,
             "recordings": recordings,
         }
-        cost = tracing_cost(self.reference, summaries.get("detour"))
-        if cost:
-            section["cost"] = {"reference_ns": self.options.cost_reference_ns, **cost}
+        if self.cost_pairs:
+            section["cost"] = tracing_cost(self.cost_pairs,
+                                           self.options.cost_ns // (2 * COST_PAIRS))
         return section
 
 
-def tracing_cost(untraced: list[dict] | None, traced: list[dict] | None) -> dict | None:
-    """Noise fraction and detour rate with tracing on minus off, per CPU and
-    on average (percentage points, detours per second)."""
-    if not untraced or not traced:
-        return None
-    before = {s["cpu"]: s for s in untraced}
-    per_cpu = []
-    for s in traced:
-        ref = before.get(s["cpu"])
-        if ref is None:
-            continue
-        per_cpu.append({"cpu": s["cpu"],
-                        "untraced_noise_pct": ref["noise_pct"], "traced_noise_pct": s["noise_pct"],
-                        "untraced_detours_per_s": ref["detours_per_s"],
-                        "traced_detours_per_s": s["detours_per_s"]})
-    if not per_cpu:
-        return None
-    delays = [s["run_delay_ns"] / s["measured_ns"] for s in [*untraced, *traced] if s.get("measured_ns")]
-    return {
-        "per_cpu": per_cpu,
-        # Other tasks' time in either run swamps tracing's cost: then the
-        # difference says nothing (bench/trace_cost.py measures it properly).
-        "max_run_delay_pct": 100.0 * max(delays, default=0.0),
-        "noise_pct_increase": float(np.mean([c["traced_noise_pct"] - c["untraced_noise_pct"]
-                                             for c in per_cpu])),
-        "detours_per_s_increase": float(np.mean([c["traced_detours_per_s"] - c["untraced_detours_per_s"]
-                                                 for c in per_cpu])),
-    }
+class _DetourRun(Protocol):
+    interrupted: bool
+    summaries: list[dict]
+
+
+def tracing_cost(pairs: list[tuple[list[dict], list[dict]]], run_ns: int) -> dict:
+    """Traced minus untraced, per pair (the mean over the CPUs): noise in percentage
+    points and detours per second; their median and its interval [min, max]."""
+    def mean(rows: list[dict], name: str) -> float:
+        return float(np.mean([s[name] for s in rows]))
+
+    per_pair = [{f"{side}_{name}": mean(rows, name) for side, rows in (("untraced", untraced),
+                                                                       ("traced", traced))
+                 for name in ("noise_pct", "detours_per_s")} for untraced, traced in pairs]
+    delays = [s["run_delay_ns"] / s["measured_ns"] for untraced, traced in pairs
+              for s in [*untraced, *traced] if s.get("measured_ns")]
+    cost = {"pairs": len(pairs), "run_ns": run_ns, "per_pair": per_pair,
+            "confidence": 1 - 2 * 0.5 ** len(pairs),
+            # other tasks' time in the runs swamps tracing's cost
+            "max_run_delay_pct": 100.0 * max(delays, default=0.0)}
+    for name, key in (("noise_pct", "noise_pct_increase"),
+                      ("detours_per_s", "detours_per_s_increase")):
+        differences = [p[f"traced_{name}"] - p[f"untraced_{name}"] for p in per_pair]
+        cost[key] = float(np.median(differences))
+        cost[f"{key}_interval"] = [float(min(differences)), float(max(differences))]
+    return cost
 
 
 def _invisible_to_the_kernel(injections: Table | None) -> Table | None:

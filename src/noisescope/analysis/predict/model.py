@@ -5,7 +5,8 @@ collective; this repeats for a number of iterations. Each process's clock runs
 on its own (a late process delays only those that wait for its messages),
 exactly as in LogGOPSim; the run ends when the last process is done. The same
 run without noise gives the reference; several seeds (offsets into the
-traces) give the spread; the order-statistics estimate runs beside it.
+traces) give the spread; the order-statistics estimate runs beside it where its
+assumptions allow (no_estimate).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from ...bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from ...diagnostics import Diagnostic
 from ...errors import UsageError
-from ...units import MAX_DURATION_NS
+from ...units import MAX_DURATION_NS, format_duration
 from .loggp import COLLECTIVES, LogGP, Machine, make_collective
 from .orderstats import (
     DELAY_SAMPLES,
@@ -249,13 +250,33 @@ def delay_samples(traces: list[NoiseTrace], options: PredictOptions) -> list[np.
     return window_delays(traces, window, offsets)
 
 
+ESTIMATE_ASSUMES = ("estimate: noise-free time + per step the expected largest delay of one "
+                    "compute window among P processes; it leaves out noise in the collective and "
+                    "the rest of detours processes resume into after waiting (the simulation "
+                    "adds them, less what latency slack absorbs)")
+
+
+def no_estimate(options: PredictOptions, longest_ns: int | None) -> str | None:
+    """Why the order-statistics estimate is not given (None: it is). It charges each
+    detour to the window it starts in: wrong, not just rough, when processes wait
+    for each other and detours outlast a compute window (a process that waited
+    resumes inside one, again and again); co-scheduled noise makes nobody wait."""
+    if options.compute_ns == 0:
+        return "no estimate without a compute window: it covers only the compute phase"
+    if (options.collective != "none" and not options.sync_noise and longest_ns is not None
+            and longest_ns >= options.compute_ns):
+        return (f"no estimate: detours up to {format_duration(longest_ns)} outlast the "
+                f"{format_duration(options.compute_ns)} compute window, and processes that "
+                f"waited resume inside them, which only the simulation charges")
+    return None
+
+
 def analytic_runtime(procs: int, options: PredictOptions, noise_free_ns: int,
                      delays: list[np.ndarray]) -> float | None:
     """Order-statistics estimate: each step costs its noise-free time plus the expected
     largest per-window delay among the processes (the whole run is one window when
-    there is no collective to synchronize them). None without compute: the estimate
-    knows nothing about noise in the collective."""
-    if options.compute_ns == 0:
+    there is no collective to synchronize them). None where no_estimate() says why."""
+    if not delays:
         return None
     counts = processes_per_trace(procs, len(delays))
     if options.sync_noise:
@@ -285,7 +306,8 @@ def predict(noise: str | list[NoiseTrace], procs, compute_ns: int = 1_000_000,
     traces = load_noise(noise, seed=seed) if isinstance(noise, str) else list(noise)
     if not traces:
         raise UsageError("no noise traces given", "give a bundle, a trace file or a noise spec")
-    delays = delay_samples(traces, options) if options.compute_ns else []
+    longest = max((int(t.durations_ns.max()) for t in traces if t.detours), default=None)
+    delays = [] if no_estimate(options, longest) else delay_samples(traces, options)
     points: list[ScalePoint] = []
     began = time.perf_counter()
     complete = True
