@@ -53,6 +53,15 @@ def interrupted_run(command: list[str], after_s: float, sig: int = 2):
     return proc
 
 
+def dead_pid() -> int:
+    """The PID of a process that has ended (and was reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 def assert_usage_error(done, words: str, directory) -> None:
     """A bad-input run: exit 2, one line naming the problem, nothing written."""
     import os

@@ -75,7 +75,8 @@ def test_cpu_outside_the_allowed_affinity_is_refused(tmp_path):
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
-    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"], 4)
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "--trace-cost", "0", "-o", str(out),
+                            "-q"], 4)
     assert proc.returncode == 130
     bundle = noisescope.load(out)
     validate(bundle.manifest)

@@ -1,15 +1,15 @@
 """Entry point: the click group, and the error policy every command shares.
 
 User errors (UsageError, bad options) print one line and exit 2; Ctrl-C
-exits 130 after the command has saved what it measured; SIGTERM is treated
-like Ctrl-C so that a killed run also keeps its data and restores settings.
+exits 130 after the command has saved what it measured. Every stopping
+signal (SIGTERM, SIGHUP, SIGQUIT, ...: `interrupts.STOPPING`) is treated like
+Ctrl-C, so that a killed run also keeps its data and restores settings.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 
 # Arrow's default allocator (mimalloc) keeps ~15 MB of arenas after writing a
@@ -18,7 +18,7 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 import click
 
-from .. import __version__
+from .. import __version__, interrupts
 from ..errors import UsageError
 from .common import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -65,17 +65,13 @@ def cli():
     configurations and predict its cost at scale."""
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt
-
-
 def _fail(message: str) -> int:
     print(f"noisescope: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
+    interrupts.install()
     try:
         status = cli.main(args=argv, prog_name="noisescope", standalone_mode=False)
     except UsageError as error:
@@ -93,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    if interrupts.interrupted() and not status:  # came while the measurement was being saved
+        status = EXIT_INTERRUPTED
     if status == EXIT_INTERRUPTED:
         print("noisescope: interrupted; kept what was measured", file=sys.stderr)
     return status if isinstance(status, int) else 0
