@@ -9,8 +9,8 @@ signals in the main thread alone did not hold them off). So one handler
 decides for the whole process:
 
 - Outside `keeping()` a stopping signal raises KeyboardInterrupt, as SIGINT
-  does in any Python program: the command ends. The CLI installs this for
-  SIGTERM, SIGHUP, ... too (`install()`).
+  does in any Python program: the command ends. The CLI has it so for
+  SIGTERM, SIGHUP, ... too (`handled()`).
 - Inside `keeping()` (measured data is in memory and not yet safely on disk)
   it is counted and announced on stderr with what it gives up, and not
   raised. The code opens `raising()` around waits and computations that an
@@ -75,20 +75,30 @@ class _State:
     received: int = 0  # stopping signals since the outermost keeping() began
     signals: set[int] = field(default_factory=set)  # which ones
     pending: int = 0  # of those, not yet acted upon (take(), raising())
-    installed: bool = False  # install() made the handler permanent (the CLI)
+    installed: bool = False  # handled(): the handler is in place for the whole command
 
 
 _state = _State()
 
 
-def install() -> None:
-    """Route every stopping signal through this module for the whole process
-    (the CLI, before any command runs). A signal that is ignored (nohup's
-    SIGHUP, SIGINT of a background job) stays ignored."""
-    for signum in STOPPING:
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+@contextmanager
+def handled() -> Iterator[None]:
+    """Route every stopping signal through this module while a command runs
+    (the CLI); the handlers before are back afterwards. A signal that is
+    ignored (nohup's SIGHUP, SIGINT of a background job) stays ignored."""
+    previous = {signum: signal.getsignal(signum) for signum in STOPPING}
+    _state.received = _state.pending = 0
+    _state.signals.clear()
+    for signum, handler in previous.items():
+        if handler is not signal.SIG_IGN:
             signal.signal(signum, _on_signal)
     _state.installed = True
+    try:
+        yield
+    finally:
+        _state.installed = False
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
 
 
 def _on_signal(signum: int, frame) -> None:

@@ -34,8 +34,13 @@ class HelperThread:
         return self
 
     def signal(self, signum: int) -> None:
+        """Send `signum` and wait until its handler ran (in the main thread): a
+        second one sent before would merge with it."""
+        received = interrupts._state.received
         signal.pthread_kill(self.thread.ident, signum)
-        time.sleep(0.05)  # the main thread runs the handler at its next instruction
+        deadline = time.monotonic() + 30
+        while interrupts._state.received == received and time.monotonic() < deadline:
+            time.sleep(0.001)  # the main thread runs the handler between instructions
 
     def __exit__(self, *exc) -> None:
         self.done.set()
@@ -131,18 +136,14 @@ def test_a_second_interrupt_after_the_tables_were_made_leaves_out_nothing(tmp_pa
     assert len(err) == 2 and err[1].startswith("noisescope: interrupt 2 (SIGINT): still saving")
 
 
-def test_outside_a_write_every_stopping_signal_raises_keyboard_interrupt(monkeypatch):
+def test_outside_a_write_every_stopping_signal_raises_keyboard_interrupt():
     previous = {signum: signal.getsignal(signum) for signum in interrupts.STOPPING}
-    try:
-        interrupts.install()
+    with interrupts.handled():
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             with pytest.raises(KeyboardInterrupt):
                 signal.raise_signal(signum)
                 time.sleep(0.1)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        monkeypatch.setattr(interrupts._state, "installed", False)
+    assert {signum: signal.getsignal(signum) for signum in interrupts.STOPPING} == previous
 
 
 def test_sigterm_with_its_default_action_ends_the_process_once_the_bundle_is_written(tmp_path):

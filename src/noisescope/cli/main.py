@@ -71,7 +71,14 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    interrupts.install()
+    with interrupts.handled():
+        try:
+            return _run(argv)
+        except KeyboardInterrupt:  # another signal while the end was being said
+            return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         status = cli.main(args=argv, prog_name="noisescope", standalone_mode=False)
     except UsageError as error:
