@@ -5,20 +5,21 @@ While it works, a run keeps hidden directories beside its output:
 the trace buffers; `noisescope-trace-PID-*` in the temporary directory for a
 scan without a bundle) and, inside a fleet directory, `.partial-PID/`. Each
 holds a marker (`MARKER`) naming the process that made it: its PID, its
-start time and the machine's boot. A directory is a leftover only when its
-name and its marker agree and that process is provably gone; a directory of
-a live run, or of a run on another machine (a shared file system), is never
-touched.
+start time, the machine's boot and PID namespace. A directory is a leftover
+only when its name and its marker agree and that process is provably gone; a
+directory of a live run, or of a run on another machine (a shared file
+system) or in another container, is never touched.
 
 What a leftover holds decides what becomes of it (`sweep`):
 - a partial bundle whose manifest was written (the manifest comes first)
   holds the measurement: it is salvaged into a bundle marked incomplete
-  (`bundle.salvage`), never deleted. `noisescope cleanup` does that; the next
+  (`bundle.salvage_partial`), never deleted. `noisescope cleanup` does that; the next
   run in the same directory only says so (salvaging loads pyarrow and writes
   tables, which a run that is about to measure should not do).
 - everything else (trace copies, which cannot be read without the run that
   recorded them; a partial bundle killed before its manifest existed, which
-  holds nothing measured) is removed.
+  holds nothing measured; a fleet summary cut short, whose ranks' bundles
+  hold the measurement) is removed.
 """
 
 from __future__ import annotations
@@ -90,10 +91,18 @@ def mark_workdir(path: Path) -> Path:
 
 
 def identity() -> dict:
-    """What tells this process apart from any other, on any machine and boot."""
+    """What tells this process apart from any other, on any machine, boot and
+    PID namespace (a container's PIDs are not those of the host)."""
     pid = os.getpid()
     return {"pid": pid, "start": process_start(pid), "boot_id": _boot_id(),
-            "host": socket.gethostname()}
+            "pid_namespace": _pid_namespace(), "host": socket.gethostname()}
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -114,11 +123,13 @@ def _named(name: str) -> tuple[str, int] | None:
 
 def owner_gone(marker: dict) -> bool | None:
     """True if the process that wrote `marker` (identity()) is gone, False if it
-    runs, None if this machine cannot tell (the marker comes from another machine)."""
+    runs, None if this process cannot tell (another machine or PID namespace)."""
     pid = marker.get("pid")
     if not isinstance(pid, int):
         return None
     if marker.get("boot_id") and marker.get("boot_id") == _boot_id():
+        if marker.get("pid_namespace") != _pid_namespace():
+            return None  # another container's PID means nothing here
         return not (process_alive(pid) and process_start(pid) == marker.get("start"))
     if marker.get("host") == socket.gethostname():
         return True  # this machine, an earlier boot
@@ -146,8 +157,8 @@ def find(directory: Path) -> tuple[list[Leftover], list[str]]:
             continue
         gone = owner_gone(marker)
         if gone is None:
-            unsure.append(f"left {entry.path}: made by process {pid} on {marker.get('host')}, "
-                          f"which this machine cannot check")
+            unsure.append(f"left {entry.path}: its process ({pid} on {marker.get('host')}) "
+                          f"cannot be checked from here (another machine or container)")
         elif gone:
             found.append(Leftover(Path(entry.path), kind, pid))
     return found, unsure

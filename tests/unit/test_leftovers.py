@@ -142,6 +142,8 @@ def test_only_provable_leftovers_of_gone_processes_are_touched(tmp_path):
         mine = make_workdir(tmp_path / f".w.partial-{os.getpid()}")
         elsewhere = foreign_workdir(tmp_path / f".v.trace-{dead}", pid=dead, boot_id="other",
                                     host="another-node")
+        container = foreign_workdir(tmp_path / f".r.trace-{dead}", pid=dead,
+                                    pid_namespace="pid:[1]")
         rebooted = foreign_workdir(tmp_path / f".u.trace-{dead}", pid=dead, boot_id="earlier",
                                    host=socket.gethostname())
         unmarked = tmp_path / f".t.trace-{dead}"
@@ -152,11 +154,13 @@ def test_only_provable_leftovers_of_gone_processes_are_touched(tmp_path):
         assert sweep(tmp_path, salvage=True, say=said.append)
         removed = {p for p in (gone, reused, rebooted) if not p.exists()}
         assert removed == {gone, reused, rebooted}  # a PID taken by another process is gone too
-        for kept in (running, mine, elsewhere, unmarked, wrong_pid, other_name):
+        for kept in (running, mine, elsewhere, container, unmarked, wrong_pid, other_name):
             assert kept.exists()
-        assert said[0] == (f"left {elsewhere}: made by process {dead} on another-node, which this "
-                           f"machine cannot check")
-        assert len(said) == 4
+        assert said[:2] == [f"left {container}: its process ({dead} on {socket.gethostname()}) "
+                            f"cannot be checked from here (another machine or container)",
+                            f"left {elsewhere}: its process ({dead} on another-node) cannot be "
+                            f"checked from here (another machine or container)"]
+        assert len(said) == 5
     finally:
         alive.kill()
         alive.wait()

@@ -27,10 +27,11 @@ def cleanup_command(directories):
     instances (instances/noisescope-PID) and the tracefs mount one of them made;
     in DIRECTORY (default: the current and the temporary directory) their work
     directories (.NAME.trace-PID/, .NAME.partial-PID/). A bundle a killed run
-    was writing is not deleted but salvaged: it becomes NAME, marked incomplete,
-    with the tables it holds whole. Only directories marked as made by a
-    process that is gone are touched: never another tool's, a running
-    noisescope's, or one made on another machine (they are listed)."""
+    was writing is not deleted but salvaged: it becomes NAME (NAME-salvaged-PID
+    if that is taken), marked incomplete, with the tables it holds whole. Only
+    directories marked as made by a process that is gone are touched, never
+    another tool's or a running noisescope's; one made on another machine (a
+    shared file system) or in another container is listed and left."""
     lines: list[str] = []
     ok = True
     for directory in directories or (Path("."), Path(tempfile.gettempdir())):

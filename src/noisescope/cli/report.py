@@ -13,7 +13,7 @@ EXAMPLES
   noisescope report noisescope-node17-20261130T063836Z            # -> report.html
   noisescope report vanilla/ tuned/ -o compare.html              # side by side
   noisescope report tuned/ --format md -o tuned.md               # + tuned_files/*.png
-  noisescope report tuned/ -o tuned/report.html --force           # draw a bundle's report again
+  noisescope report tuned/ -o tuned/report.html --force          # draw a bundle's report again
   noisescope report tuned/ --format png -o figures/
   noisescope report results/vanilla-vm/ -o run.html              # a `run`: probes and runs
   noisescope report fleet/ -o fleet.html                         # cluster scan: ranks side by side
