@@ -45,21 +45,25 @@ class Outcome:
 
 def _reached(phase: str, out: Path, pid: int, lines: list[str], cpu: int) -> bool:
     """Whether the scan writing `out` is in `phase`, from its stderr and its files."""
-    if phase == "measuring":  # the detour probe's sampler thread runs (for 2 s)
-        return any(_thread_names(pid, "ns-detour/"))
+    if phase == "measuring":  # the detour sampler has measured a while (it spins for 2 s)
+        return _cpu_time_s(pid, "ns-detour/") >= 0.3
     if phase == "analysing":  # the last probe's trace is being copied: the analysis is next
         return (out.parent / f".{out.name}.trace-{pid}" / f"1-ftq.cpu{cpu}.raw").exists()
     return (out.parent / f".{out.name}.partial-{pid}" / "manifest.json").exists()
 
 
-def _thread_names(pid: int, prefix: str) -> list[str]:
-    names = []
+def _cpu_time_s(pid: int, prefix: str) -> float:
+    """CPU time of the process's threads whose names start with `prefix`."""
+    ticks = 0
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            names.append((task / "comm").read_text().strip())
+            stat = (task / "stat").read_text()
         except OSError:  # the thread ended meanwhile
             continue
-    return [n for n in names if n.startswith(prefix)]
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if name.startswith(prefix):
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _signalled_scan(directory: Path, cpu: int, phase: str, sig: str, times: int) -> Outcome:
@@ -81,8 +85,6 @@ def _signalled_scan(directory: Path, cpu: int, phase: str, sig: str, times: int)
     while not _reached(phase, out, proc.pid, lines, cpu):
         assert proc.poll() is None and time.monotonic() < deadline, (phase, lines)
         time.sleep(0.005)
-    if phase == "measuring":
-        time.sleep(0.5)  # well inside the 2 s of the detour probe
     for _ in range(times):
         announced = len([line for line in lines if "interrupt" in line])
         proc.send_signal(getattr(signal, sig))

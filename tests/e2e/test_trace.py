@@ -25,7 +25,7 @@ from noisescope.trace import TraceSession, attribute, cleanup, event_source, sch
 from noisescope.trace.scanning import TraceOptions
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
-from ..helpers import RT, dead_pid, measure_quietly, run_delay_fraction
+from ..helpers import RT, dead_pid, measure_quietly, run_delay_fraction, thread_names
 from ..trace_checks import injections_attributed, local_timers_explained
 from ..unit.test_bundle import validate
 
@@ -275,7 +275,10 @@ def test_interrupted_scan_keeps_its_trace_and_leaves_no_instance(tmp_path, stop)
     proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "--probes", "detour,ftq",
                              "--trace-cost", "0", "-o", str(out), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    deadline = time.monotonic() + 120
+    while not thread_names(proc.pid, "ns-detour/") and time.monotonic() < deadline:
+        time.sleep(0.01)  # set-up can take seconds on a loaded machine
+    time.sleep(2)
     assert f"noisescope-{proc.pid}" in our_instances()
     proc.send_signal(stop)
     _, stderr = proc.communicate(timeout=60)
