@@ -17,6 +17,7 @@ import noisescope
 from noisescope.trace import tracefs
 from noisescope.trace.tracefs import cleanup, tracefs_mounts
 
+from ..helpers import dead_pid
 from ..unit.test_bundle import validate
 from .test_trace import needs_tracefs, our_instances
 
@@ -85,7 +86,11 @@ def test_a_tracefs_mount_of_a_killed_run_is_unmounted_later(tmp_path, live_facts
         noted = json.loads((records / f"tracefs-{child.pid}.json").read_text())
         assert noted["mountpoint"] == str(where) and noted["pid"] == child.pid
         monkeypatch.setattr(tracefs, "MOUNT_RECORDS", records)
+        stale = records / f"tracefs-{dead_pid()}.json"  # its mount was undone by hand
+        stale.write_text(json.dumps({**noted, "pid": int(stale.stem.split("-")[1]),
+                                     "mountpoint": str(tmp_path / "unmounted")}))
         done, failed = cleanup(where)
+        assert not stale.exists()
         assert f"removed tracefs instance noisescope-{child.pid} (its process is gone)" in done
         in_use = os.listdir(where / "instances") if where in mounts() else []
         if not in_use:  # nobody else's instance keeps it mounted

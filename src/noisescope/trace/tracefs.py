@@ -72,7 +72,7 @@ def find_or_mount(mountpoint: Path = DEFAULT_MOUNTPOINT) -> Mount:
     mounts = tracefs_mounts(_read_mounts())
     if mountpoint in mounts or (mounts and mountpoint == DEFAULT_MOUNTPOINT):
         path = mountpoint if mountpoint in mounts else mounts[0]
-        gone = _take_over_record(path)
+        gone = _take_over_record(path, mounts)
         return Mount(path, gone is not None, gone)
     if not mountpoint.is_dir():
         raise TracingUnavailable(f"this kernel has no tracefs ({mountpoint} does not exist)")
@@ -119,24 +119,29 @@ def _write_record(mountpoint: Path) -> None:
         pass
 
 
-def _take_over_record(mountpoint: Path) -> int | None:
+def _take_over_record(mountpoint: Path, mounts: list[Path]) -> int | None:
     """If a noisescope run that is gone mounted tracefs at `mountpoint`, make its
-    record this run's; returns that run's PID."""
+    record this run's; returns that run's PID. Records of gone runs whose mount
+    is gone too (unmounted by hand) are dropped on the way."""
     try:
         records = sorted(MOUNT_RECORDS.glob("tracefs-*.json"))
     except OSError:
         return None
+    taken_from = None
     for record in records:
         try:
             noted = json.loads(record.read_text())
         except (OSError, ValueError):
             continue
-        if (isinstance(noted, dict) and noted.get("mountpoint") == str(mountpoint)
-                and noted.get("pid") != os.getpid() and owner_gone(noted)):
+        if not isinstance(noted, dict) or noted.get("pid") == os.getpid() or not owner_gone(noted):
+            continue
+        if Path(str(noted.get("mountpoint"))) not in mounts:
+            record.unlink(missing_ok=True)
+        elif noted.get("mountpoint") == str(mountpoint) and taken_from is None:
             _write_record(mountpoint)
             record.unlink(missing_ok=True)
-            return noted["pid"]
-    return None
+            taken_from = noted["pid"]
+    return taken_from
 
 
 def leftover_instances(tracefs: Path) -> list[str]:
