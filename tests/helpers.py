@@ -45,17 +45,46 @@ def measure_quietly(measure: Callable[[], T], good: Callable[[T], bool],
     return result
 
 
-def interrupted_run(command: list[str], after_s: float, sig: int = 2):
+def interrupted_run(command: list[str], after_s: float, sig: int = 2, *,
+                    sampler: str | None = None):
     """Start `command`, send it `sig` (SIGINT by default) after `after_s`
-    seconds and wait for it: the way a user stops a measurement."""
+    seconds and wait for it: the way a user stops a measurement. With
+    `sampler` (a native thread's name, e.g. "ns-detour/"), the seconds count
+    from when such a thread runs: on a loaded machine the set-up before can
+    take seconds of its own."""
     import subprocess
     import time
 
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while sampler and not thread_names(proc.pid, sampler) and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(after_s)
     proc.send_signal(sig)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=60)
     return proc
+
+
+def thread_names(pid: int, prefix: str) -> list[str]:
+    """Names of the threads of process `pid` that start with `prefix`."""
+    from pathlib import Path
+
+    names = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:  # the thread ended meanwhile
+            continue
+    return [n for n in names if n.startswith(prefix)]
+
+
+def dead_pid() -> int:
+    """The PID of a process that has ended (and was reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def assert_usage_error(done, words: str, directory) -> None:

@@ -8,7 +8,8 @@ timed-out and warm-up runs included (marked, and left out of statistics).
 Order: by default the repetitions are interleaved (round r runs every
 configuration and workload once) so that drift of the machine over time
 spreads evenly over the configurations instead of biasing one of them.
-Ctrl-C (or SIGTERM) ends the current run and keeps every completed one.
+Ctrl-C (or another stopping signal: `interrupts`) ends the current run and
+keeps every completed one; from then on the bundle is written whatever comes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import interrupts
 from .bundle import SCHEMA_VERSION, Bundle, check_destination, tool_info
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError
@@ -232,17 +234,21 @@ def run_steps(experiment: Experiment, prepared: Prepared, clock,
     returns the records and whether it was interrupted."""
     steps = plan_steps(experiment)
     records: list[Record] = []
-    try:
-        with Runner() as runner:
-            for step in steps:
-                record, interrupted = _run_step(step, experiment, prepared, clock, runner, recorder)
-                records.append(record)
-                if progress:
-                    progress(len(records), len(steps), step, record.result)
-                if interrupted:
-                    return records, True
-    except KeyboardInterrupt:
-        return records, True
+    with Runner() as runner:
+        for step in steps:
+            if interrupts.take():
+                return records, True
+            try:
+                with interrupts.raising():  # a stop ends the run, as a stop should
+                    record, interrupted = _run_step(step, experiment, prepared, clock, runner,
+                                                    recorder)
+            except KeyboardInterrupt:
+                return records, True
+            records.append(record)
+            if progress:
+                progress(len(records), len(steps), step, record.result)
+            if interrupted:
+                return records, True
     return records, False
 
 
@@ -303,17 +309,19 @@ def measure(experiment: Experiment, *, label: str | None = None, facts: HostFact
         except TracingUnavailable as why:
             prepared.occupancy, prepared.occupancy_note = None, f"not measured: {why}"
             prepared.diagnostics.append(unavailable(why))
-    try:
-        records, interrupted = run_steps(experiment, prepared, clock, progress, recorder)
-    finally:
-        if recorder:
-            recorder.close()  # the kernel's tracing state restored, also on errors
-            prepared.diagnostics.extend(recorder.diagnostics())
-    bundle = build_bundle(experiment, prepared, records, facts, clock, label=label,
-                          started=started, finished=utc_now(), argv=argv,
-                          complete=not interrupted)
-    if destination is not None:
-        bundle.write(destination)
+    with interrupts.keeping(destination, stopping="ending the current run") as keep:
+        try:
+            records, interrupted = run_steps(experiment, prepared, clock, progress, recorder)
+        finally:
+            keep.stopping = None  # from here on the runs are saved
+            if recorder:
+                recorder.close()  # the kernel's tracing state restored, also on errors
+                prepared.diagnostics.extend(recorder.diagnostics())
+        bundle = build_bundle(experiment, prepared, records, facts, clock, label=label,
+                              started=started, finished=utc_now(), argv=argv,
+                              complete=not interrupted)
+        if destination is not None:
+            bundle.write(destination)
     return bundle
 
 
@@ -573,11 +581,11 @@ def run_experiment(experiment: Experiment, directory: str | os.PathLike[str], *,
         outcome.probes[when] = bundle
         return bundle.complete
 
-    if "before" in scans and not probe("before"):
+    if "before" in scans and (not probe("before") or interrupts.interrupted()):
         return outcome
     outcome.runs = measure(experiment, label=label, facts=facts, destination=out / "runs",
                            progress=progress, argv=argv)
-    if outcome.runs.complete and "after" in scans:
+    if outcome.runs.complete and not interrupts.interrupted() and "after" in scans:
         probe("after")
     return outcome
 

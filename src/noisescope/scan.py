@@ -1,8 +1,11 @@
 """`noisescope scan`: run the probes on every measured CPU and build a bundle.
 
 check (CPUs, threshold, output, privileges) -> clock -> for each probe:
-run on all CPUs at once -> summaries, diagnostics -> Bundle. Ctrl-C ends
-the current probe early, skips the rest and keeps what was measured.
+run on all CPUs at once -> summaries, diagnostics -> analysis -> Bundle.
+A stopping signal (Ctrl-C, SIGTERM, SIGHUP, ...: `interrupts`) ends the
+current probe early, skips the rest and keeps what was measured; one that
+comes later ends the analysis; a second one also leaves out the kernel
+events table. Whatever comes, what was measured is written.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from .analysis.spectrum import add_spectra
+from . import interrupts
+from .analysis.spectrum import bundle_spectra, store_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
@@ -293,36 +297,54 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         timerlat_probe.check_interval(options.interval_ns)
         timerlat_probe.check_histogram(options.histogram_ns)
 
-    tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND,
-                                Path(destination) if destination is not None else None)
-    try:
-        return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
-                        argv=argv, progress=progress, destination=destination, kind=kind,
-                        on_ready=on_ready, amend=amend)
-    finally:
-        tracing.close()
-        tracing.discard()
+    with interrupts.keeping(destination, stopping="stopping before anything is measured") as keep:
+        keep.measured = False
+        tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock,
+                                    schedule.elapsed_ns + SECOND,
+                                    Path(destination) if destination is not None else None)
+        try:
+            return _measure(options, scan_plan, facts, clock, schedule, tracing, keep,
+                            started=started, argv=argv, progress=progress,
+                            destination=destination, kind=kind, on_ready=on_ready, amend=amend)
+        finally:
+            tracing.close()
+            tracing.discard()
 
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
-             schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
-             progress: ScanProgress | None, destination, kind: str,
+             schedule, tracing: ScanTracing, keep: interrupts.Frame, *, started: str,
+             argv: list[str] | None, progress: ScanProgress | None, destination, kind: str,
              on_ready: Callable[[], int] | None,
              amend: Callable[[Bundle], None] | None = None) -> Bundle:
     if on_ready is not None:
         options = replace(options, start_mono_ns=on_ready())
-    results, interrupted, hz = _run_probes(options, scan_plan, clock, schedule, tracing, progress)
-    if interrupted:
-        during = results[-1].probe if results else "the untraced reference run"
+    stage = interrupts.Stage()  # the analysis, which a stop cuts short
+    keep.stopping = "stopping the probes"
+    keep.optional = ["the rest of the analysis" + (" and of the trace" if tracing.active else "")]
+    keep.give_up = stage.give_up
+    results, stopped, hz = _run_probes(options, scan_plan, clock, schedule, tracing, progress,
+                                       keep)
+    if stopped and not results:
+        raise KeyboardInterrupt  # nothing measured, nothing to keep
+    if stopped:
         scan_plan.diagnostics.append(Diagnostic(
-            Code.INTERRUPTED, f"interrupted during {during}; "
+            Code.INTERRUPTED, f"interrupted {stopped}; "
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
-                          results, started=started, argv=argv, complete=not interrupted,
-                          kind=kind, tracing=tracing)
+                          results, started=started, argv=argv, complete=stopped is None,
+                          kind=kind, tracing=tracing, stage=stage)
     del results  # the bundle holds the tables now, and lets them go while it is written
     bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
-    add_spectra(bundle)
+    spectra = stage.run("finding periodic noise sources", lambda: bundle_spectra(bundle))
+    keep.stopping, keep.optional, keep.give_up = None, [], None
+    if spectra is not None:
+        store_spectra(bundle, *spectra)
+    if stage.cut_short is not None or stage.given_up:
+        during = f" while {stage.cut_short}" if stage.cut_short else ""
+        bundle.manifest["complete"] = False
+        bundle.manifest["warnings"].append(Diagnostic(
+            Code.INTERRUPTED, f"interrupted{during}: the rest of the analysis was left "
+                              f"out").to_dict())
     if amend is not None:
         amend(bundle)
     if destination is not None:
@@ -331,13 +353,15 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
 
 
 def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClock, schedule,
-                tracing: ScanTracing, progress: ScanProgress | None
-                ) -> tuple[list[ProbeResult], bool, dict]:
-    """Run the probes one after the other (recording the trace of each);
-    returns their results, whether the run was interrupted, and the HZ estimate."""
+                tracing: ScanTracing, progress: ScanProgress | None, keep: interrupts.Frame
+                ) -> tuple[list[ProbeResult], str | None, dict]:
+    """Run the probes one after the other (recording the trace of each) until
+    they are done or a stop; returns their results, what the stop interrupted
+    (None if none came), and the HZ estimate. `keep` learns when there is a
+    measurement to keep."""
     injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
-    interrupted = False
+    stopped: str | None = None
     hz: dict = {}
     try:
         with memory_locked() as locking:
@@ -345,6 +369,9 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
             if locking != "locked":
                 scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
             for index, name in enumerate(options.probes):
+                if interrupts.take():
+                    stopped = f"before {name}"
+                    break
                 live = progress is not None and progress.live
                 report = (lambda fraction, n=name: progress(n, fraction)) if live else None
                 if progress:
@@ -354,28 +381,37 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
                                    probe_start_ns(options.start_mono_ns, schedule, index), report)
                 if name == "detour" and tracing.wants_cost():
                     if tracing.measure_cost(lambda ns, c=ctx: _cost_run(c, options, ns)):
-                        interrupted = True
+                        stopped = "while measuring tracing's own cost"
                         break
+                last = index == len(options.probes) - 1
+
+                def measure(name=name, ctx=ctx, last=last):
+                    result = _run_probe(name, ctx, options)
+                    if last or result.interrupted:  # what a stop ends from now on
+                        keep.stopping = "ending the analysis"
+                    return result
+
                 irq_before, begun = read_interrupts(), time.monotonic_ns()
-                result = tracing.record(name, lambda n=name, c=ctx: _run_probe(n, c, options))
+                keep.measured = True  # what this probe measures is kept, even if stopped
+                result = tracing.record(name, measure)
+                results.append(result)
                 if not hz and not result.interrupted:
                     hz = _hz_estimate(irq_before, read_interrupts(), time.monotonic_ns() - begun,
                                       scan_plan.cpus, {i.cpu for i in options.injections})
-                results.append(result)
                 if progress:
                     progress(name, 1.0)
-                if result.interrupted or tracing.interrupted_collection:
-                    interrupted = True
+                if result.interrupted:
+                    stopped = f"during {name}"
                     break
     finally:
         tracing.close()
-    return results, interrupted, hz
+    return results, stopped, hz
 
 
 def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
                  clock: MeasurementClock, schedule, results: list[ProbeResult], *,
                  started: str, argv: list[str] | None, complete: bool,
-                 kind: str = "scan", tracing: ScanTracing | None = None) -> Bundle:
+                 kind: str, tracing: ScanTracing, stage: interrupts.Stage) -> Bundle:
     tables: dict[str, list[Table]] = {}
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
@@ -387,9 +423,9 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     merged = {name: parts[0] if len(parts) == 1 else Table.concat(parts)
               for name, parts in tables.items()}
     summaries = {r.probe: r.summaries for r in results}
-    trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
-    diagnostics.extend(tracing.diagnostics if tracing else [])
-    complete = complete and not (tracing and tracing.interrupted_collection)
+    trace = tracing.finish(merged, summaries, stage)
+    diagnostics.extend(tracing.diagnostics)
+    complete = complete and not tracing.incomplete
     parameters = {
         **options.to_dict(),
         "cpus": list(scan_plan.cpus),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -75,7 +76,8 @@ def test_cpu_outside_the_allowed_affinity_is_refused(tmp_path):
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
-    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"], 4)
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "--trace-cost", "0", "-o", str(out),
+                            "-q"], 3, sampler="ns-detour/")
     assert proc.returncode == 130
     bundle = noisescope.load(out)
     validate(bundle.manifest)
@@ -91,11 +93,9 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "--probes", "ftq", "-o",
-                             str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3)
-    proc.terminate()
-    proc.communicate(timeout=30)
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "--probes", "ftq", "-o", str(out),
+                            "-q"], 2, signal.SIGTERM, sampler="ns-ftq/")
+    assert proc.returncode == 130
     bundle = noisescope.load(out)
     assert not bundle.complete and bundle.ftq.rows > 500
 

@@ -27,7 +27,7 @@ from noisescope.trace import events as events_module
 from noisescope.trace.events import TRACEPOINTS, Tracepoint
 from noisescope.trace.tracefs import DEFAULT_MOUNTPOINT, tracefs_mounts
 
-from ..helpers import RT, as_nobody, measure_quietly, run_delay_fraction
+from ..helpers import RT, as_nobody, dead_pid, measure_quietly, run_delay_fraction, thread_names
 from ..trace_checks import cause_time, injections_attributed, local_timers_explained
 from ..unit.test_bundle import validate
 from .test_ground_truth import SPIN_OVERSHOOT_NS, measured_s
@@ -75,12 +75,6 @@ def busy_on_cpu0(seconds: float) -> None:
             time.sleep(0.002)
     finally:
         os.sched_setaffinity(0, allowed)
-
-
-def dead_pid() -> int:
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
 
 
 @needs_tracefs
@@ -133,7 +127,7 @@ def test_leftovers_of_killed_runs_go_and_other_tools_stay():
                 path.mkdir()
                 made.append(path)
         removed, failed = cleanup()
-        assert stale.name in removed and not failed
+        assert f"removed tracefs instance {stale.name} (its process is gone)" in removed and not failed
         assert not stale.exists() and other.exists() and alive.exists()
     finally:
         for path in made:
@@ -421,7 +415,10 @@ def test_interrupted_scan_keeps_its_trace_and_leaves_no_instance(tmp_path, stop)
     proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "--probes", "detour,ftq",
                              "--trace-cost", "0", "-o", str(out), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    deadline = time.monotonic() + 120
+    while not thread_names(proc.pid, "ns-detour/") and time.monotonic() < deadline:
+        time.sleep(0.01)  # set-up can take seconds on a loaded machine
+    time.sleep(2)
     assert f"noisescope-{proc.pid}" in our_instances()
     proc.send_signal(stop)
     _, stderr = proc.communicate(timeout=60)
@@ -506,7 +503,8 @@ def test_unavailable_tracing_is_one_line_and_a_manifest_warning(tmp_path, monkey
     assert "detour_causes" not in manifest["tables"]
 
 
-def test_cleanup_without_permission_is_one_line_and_exit_2(monkeypatch, capsys):
+def test_cleanup_without_permission_does_what_it_can_and_says_what_it_skipped(monkeypatch, capsys,
+                                                                            tmp_path):
     from noisescope.cli import cleanup as command
     from noisescope.cli.main import main
 
@@ -514,6 +512,8 @@ def test_cleanup_without_permission_is_one_line_and_exit_2(monkeypatch, capsys):
         raise PermissionError(13, "Permission denied", "/sys/kernel/tracing/instances")
 
     monkeypatch.setattr(command, "cleanup", denied)
-    assert main(["cleanup"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    assert main(["cleanup", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "nothing to clean up"
+    err = err.strip().splitlines()
     assert len(err) == 1 and "Permission denied" in err[0] and "as root" in err[0]

@@ -166,22 +166,57 @@ def test_a_parked_table_comes_back_with_its_strings_shared():
         assert parked.to_arrow().equals(table.to_arrow())
 
 
-def test_a_failed_write_keeps_the_released_tables(tmp_path, monkeypatch):
+def no_space_under(directory):
+    """A _write_table that fails like a full disk for files under `directory`."""
     import noisescope.bundle as bundle_module
 
-    bundle = Bundle(minimal_manifest(), results_of_a_scan())
-    written = []
+    real = bundle_module._write_table
 
-    def fail_on_the_second(table, path):
-        if written:
+    def write_table(table, path):
+        if directory in path.parents:
             raise OSError(28, "No space left on device")
-        written.append(path)
+        real(table, path)
+    return write_table
 
-    monkeypatch.setattr(bundle_module, "_write_table", fail_on_the_second)
-    with pytest.raises(OSError):
-        bundle.write(tmp_path / "b", release_tables=True)
-    assert os.listdir(tmp_path) == []  # no partial directory, no parked files
-    assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
+
+def test_a_failed_write_keeps_the_measurement_elsewhere_and_says_where(tmp_path, monkeypatch):
+    import noisescope.bundle as bundle_module
+
+    full, spare = tmp_path / "full", tmp_path / "spare"
+    full.mkdir()
+    spare.mkdir()
+    monkeypatch.setattr(bundle_module, "_write_table", no_space_under(full))
+    monkeypatch.setattr(bundle_module, "_rescue_directories", lambda destination: [spare])
+    bundle = Bundle(minimal_manifest(), results_of_a_scan())
+    with pytest.raises(UsageError) as refused:
+        bundle.write(full / "b", release_tables=True)
+    message = str(refused.value)
+    assert message.startswith(f"cannot write the bundle {full / 'b'}: No space left on device;")
+    assert os.listdir(full) == []  # no partial directory, no parked files
+    [kept] = spare.iterdir()
+    assert f"the measurement is kept at {kept};" in message and "\n" not in message
+    rescued = noisescope.load(kept)
+    assert rescued.complete and bundle.path == kept
+    assert rescued.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
+    assert sorted(rescued.table_names) == sorted(results_of_a_scan())
+    validate(rescued.manifest)
+
+
+def test_a_write_that_fails_everywhere_says_the_measurement_is_lost(tmp_path, monkeypatch):
+    import noisescope.bundle as bundle_module
+
+    monkeypatch.setattr(bundle_module, "_write_table", no_space_under(tmp_path))
+    monkeypatch.setattr(bundle_module, "_rescue_directories",
+                        lambda destination: [tmp_path / "a", tmp_path / "b"])
+    for name in "ab":
+        (tmp_path / name).mkdir()
+    bundle = Bundle(minimal_manifest(), results_of_a_scan())
+    with pytest.raises(UsageError, match=r"keeping it elsewhere failed too \(.*/a: No space left on "
+                                         r"device; .*/b: No space left on device\): the measurement "
+                                         r"is lost"):
+        bundle.write(tmp_path / "out", release_tables=True)
+    assert [list(d.iterdir()) for d in (tmp_path / "a", tmp_path / "b")] == [[], []]
+    assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]  # still in memory
 
 
 def test_a_manifest_that_cannot_be_written_keeps_the_released_tables_and_says_why(tmp_path):
@@ -200,7 +235,7 @@ def test_a_stored_table_is_written_when_first_needed(tmp_path):
 
     calls = []
 
-    def write_file():
+    def write_file(give_up):
         calls.append(1)
         pq.write_table(Table({"x": np.arange(3)}).to_arrow(), tmp_path / "late.parquet")
 

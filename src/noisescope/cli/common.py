@@ -82,6 +82,18 @@ def load_all(paths: tuple[str, ...]) -> list[Bundle]:
     return [load(path) for path in expand(paths)]
 
 
+def _shown(print_line):
+    """A progress display whose lines may fail to print (a closed terminal, a
+    reader gone from the pipe): it goes quiet, the measurement goes on."""
+    def show(self, *args) -> None:
+        if self.enabled:
+            try:
+                print_line(self, *args)
+            except OSError:
+                self.enabled = False
+    return show
+
+
 class Progress:
     """One line per probe on stderr; on a terminal it updates in place."""
 
@@ -89,13 +101,15 @@ class Progress:
         self.total_ns = total_ns
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
-        # Updates while a probe measures only where someone watches them.
-        self.live = enabled and self.tty
         self.current: str | None = None
 
+    @property
+    def live(self) -> bool:
+        """Updates while a probe measures only where someone watches them."""
+        return self.enabled and self.tty
+
+    @_shown
     def __call__(self, probe: str, fraction: float) -> None:
-        if not self.enabled:
-            return
         if probe != self.current:
             self.current = probe
             if not self.tty:
@@ -120,7 +134,9 @@ class RunProgress:
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
+        self.enabled = True
 
+    @_shown
     def __call__(self, done: int, total: int, step, result) -> None:
         config = f" [{step.configuration.name}]" if step.configuration.name else ""
         kind = "warm-up" if step.warmup else f"run {step.repetition + 1}"

@@ -12,6 +12,7 @@ import click
 from ..analysis.predict import LogGP, load_noise, predict, write_trace_file
 from ..analysis.predict.loggp import COLLECTIVES
 from ..analysis.predict.model import MAX_PROCS
+from ..analysis.predict.traces import check_trace_output
 from ..bundle import check_destination, utc_now
 from ..errors import UsageError
 from ..render.prediction import print_prediction
@@ -122,6 +123,7 @@ def _progress(procs: int, seed: int, seeds: int) -> None:
               help="phases of a synthetic spec's sources")
 @click.option("-o", "--output", required=True, help="trace file to write (must not exist)")
 def export_trace_command(source, cpu, seed, output):
+    check_trace_output(output)  # before the work
     traces = load_noise(source, seed=seed)
     if cpu is not None:
         chosen = [t for t in traces if t.cpu == cpu]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import interrupts
 from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
 from ..trace.scanning import TraceOptions
@@ -139,16 +140,25 @@ def _not_negative(value: int, name: str) -> int:
 def write_report_beside(bundle_path: Path, quiet: bool) -> None:
     """report.html into the bundle, drawn by a child process: matplotlib and the
     loaded tables never add to the measuring process's memory. A failure leaves
-    the measurement as it is and says so."""
+    the measurement as it is and says so; after a stopping signal it is not drawn."""
     target = bundle_path / REPORT_FILE
-    child = subprocess.run([sys.executable, "-m", "noisescope", "report", str(bundle_path), "-o",
-                            str(target), "--quiet"], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    later = f"the bundle is written; to draw it: noisescope report {bundle_path}"
+    if interrupts.interrupted():
+        stderr.print(f"report.html not written (interrupted); {later}", highlight=False,
+                     markup=False)
+        return
+    try:
+        child = subprocess.run([sys.executable, "-m", "noisescope", "report", str(bundle_path),
+                                "-o", str(target), "--quiet"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    except KeyboardInterrupt:  # the child got the signal too (or is ended by run())
+        stderr.print(f"report.html not written (interrupted); {later}", highlight=False,
+                     markup=False)
+        raise
     if child.returncode != 0:
         reason = (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
-        stderr.print(f"warning: the report was not written ({reason}); the bundle is complete, "
-                     f"try: noisescope report {bundle_path}", style="yellow", highlight=False,
-                     markup=False)
+        stderr.print(f"warning: the report was not written ({reason}); {later}", style="yellow",
+                     highlight=False, markup=False)
     elif not quiet:
         stderr.print(f"report: {target}", highlight=False)
 

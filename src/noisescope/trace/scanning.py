@@ -25,8 +25,10 @@ from typing import Protocol
 
 import numpy as np
 
+from .. import interrupts
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
+from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
 from ..tables import StoredTable, Table, repeated
 from .attribute import attribute
@@ -70,7 +72,7 @@ class ScanTracing:
     cost_pairs: list[tuple[list[dict], list[dict]]] = field(default_factory=list)  # detour
     # summaries of the untraced and the traced run of each pair
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    interrupted_collection: bool = False
+    incomplete: bool = False  # a recording's trace is missing (not copied, or not decoded)
 
     @classmethod
     def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
@@ -87,11 +89,19 @@ class ScanTracing:
             tracing.diagnostics.append(Diagnostic(
                 Code.TRACING_UNAVAILABLE, f"detours are not explained: {why}"))
             return tracing
-        if destination is not None:
-            workdir = destination.parent / f".{destination.name}.trace-{os.getpid()}"
-            workdir.mkdir()
-        else:
-            workdir = Path(tempfile.mkdtemp(prefix="noisescope-trace-"))
+        try:
+            if destination is not None:
+                workdir = make_workdir(destination.parent / f".{destination.name}.trace-{os.getpid()}")
+            else:
+                workdir = mark_workdir(Path(tempfile.mkdtemp(
+                    prefix=f"{TEMPORARY_TRACE_PREFIX}{os.getpid()}-")))
+        except OSError as error:
+            session.close()
+            tracing = cls(options, reason=f"no room for the trace copies ({error.strerror})")
+            tracing.diagnostics.append(Diagnostic(
+                Code.WRITE_FAILED, f"detours are not explained: the trace copies could not be "
+                                   f"kept ({error.strerror}: {error.filename})"))
+            return tracing
         return cls(options, session, workdir=workdir, spooling=destination is not None)
 
     @property
@@ -106,13 +116,16 @@ class ScanTracing:
         try:
             result = run()
         finally:
+            name = f"{len(self.recordings)}-{probe}"
             try:
-                name = f"{len(self.recordings)}-{probe}"
                 self.recordings.append((probe, self.session.stop(self.workdir, name)))
-            except KeyboardInterrupt:
-                # Interrupted while copying the buffers: the probe's data is
-                # kept, its trace is not.
-                self.interrupted_collection = True
+            except OSError as error:  # no room for the copies: the probe's data is kept, its trace not
+                for copy in self.workdir.glob(f"{name}.*"):
+                    copy.unlink()
+                self.incomplete = True
+                self.diagnostics.append(Diagnostic(
+                    Code.WRITE_FAILED, f"the trace of {probe} was not kept: copying it failed "
+                                       f"({error.strerror})"))
         return result
 
     def wants_cost(self) -> bool:
@@ -152,19 +165,21 @@ class ScanTracing:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- results -------------------------------------------------------------------
-    def _decode(self) -> EventSource:
+    def _decode(self, stage: interrupts.Stage) -> EventSource:
         """Decode every recording (the captures: counts, coverage, event
-        names); returns where to read the events again by CPU and time."""
+        names) until a stop; returns where to read the events again by CPU and time."""
         assert self.session is not None
+        session = self.session
         for probe, recording in self.recordings:
             # The raw pages of a scan that writes a bundle are read again
             # later; text (the fallback reader) is parsed whole, so it is kept.
             keep = not self.spooling or recording.text is not None
-            try:
-                self.captures.append((probe, self.session.decode(recording, None if keep else _drop)))
-            except KeyboardInterrupt:
-                self.interrupted_collection = True
+            capture = stage.run("reading the trace", lambda r=recording, k=keep: session.decode(
+                r, None if k else _drop))
+            if capture is None:
+                self.incomplete = True
                 break
+            self.captures.append((probe, capture))
             if not self.spooling:  # nothing reads these pages again: free the disk (often tmpfs)
                 recording.remove_files()
             release_free_memory()
@@ -181,13 +196,23 @@ class ScanTracing:
         assert self.workdir is not None
         spool = EventSpool(self.workdir)
 
-        def write_files() -> None:  # both files, once: the bundle asks for the first one
+        def write_files(give_up: Callable[[], bool]) -> None:  # both files, once
             assert self.session is not None
-            for _, recording in self.recordings[:len(self.captures)]:
-                self.session.decode(recording, spool.append)
-                recording.remove_files()  # the spool holds its events now
-                release_free_memory()
-            spool.finish()
+
+            def append(batch: TraceEvents) -> None:
+                if give_up():  # an interrupt while the bundle is written
+                    raise interrupts.GaveUp
+                spool.append(batch)
+
+            try:
+                for _, recording in self.recordings[:len(self.captures)]:
+                    self.session.decode(recording, append)
+                    recording.remove_files()  # the spool holds its events now
+                    release_free_memory()
+                spool.finish()
+            except BaseException:  # no half-written file may pass for a whole one
+                spool.discard()
+                raise
 
         return {"events": StoredTable(spool.source.events_path,
                                       sum(c.event_count for _, c in self.captures),
@@ -203,12 +228,14 @@ class ScanTracing:
                                 "probe": repeated(probe, capture.coverage.rows)}))
         return Table.concat(parts)
 
-    def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]]) -> dict:
+    def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]],
+               stage: interrupts.Stage) -> dict:
         """Add the trace tables, the causes of the detours and late wakeups and
-        their summaries; returns the manifest's `trace` section."""
+        their summaries; returns the manifest's `trace` section. A stop cuts the
+        analysis short (`stage`): what is done is kept, the rest is left out."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace = self._decode()
+        trace = self._decode(stage)
         coverage = self.coverage()
         if self.spooling:
             tables.update(self._stored_events())
@@ -219,22 +246,28 @@ class ScanTracing:
         detours = tables.get("detours")
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
                                                         for _, c in self.captures):
-            attribution = attribute(detours, trace, coverage,
-                                    injected=_invisible_to_the_kernel(tables.get("injections")))
-            release_free_memory()
-            tables["detours"] = attribution.annotate(detours)
-            tables["detour_causes"] = attribution.causes
-            summaries["attribution"] = attribution_summary(tables["detours"], attribution.causes, trace)
+            def explain_detours():
+                attribution = attribute(detours, trace, coverage,
+                                        injected=_invisible_to_the_kernel(tables.get("injections")))
+                release_free_memory()
+                annotated = attribution.annotate(detours)
+                return annotated, attribution.causes, attribution_summary(annotated,
+                                                                          attribution.causes, trace)
+
+            explained = stage.run("explaining the detours", explain_detours)
+            if explained is not None:
+                tables["detours"], tables["detour_causes"], summaries["attribution"] = explained
         series = tables.get("timerlat")
         if series is not None and not series.rows and summaries.get("timerlat"):
             self.session.info.notes.append("late wakeups not explained: the timerlat series was "
                                            "not stored (--no-series)")
         elif series is not None and series.rows and any(c.event_count + c.switch_count
                                                         for p, c in self.captures if p == "timerlat"):
-            late = explain_late_wakeups(series, self.options.wakeup_threshold_ns,
-                                        summaries["timerlat"], trace, coverage)
-            tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
-            summaries["late_wakeups"] = late.summary
+            late = stage.run("explaining the late wakeups", lambda: explain_late_wakeups(
+                series, self.options.wakeup_threshold_ns, summaries["timerlat"], trace, coverage))
+            if late is not None:
+                tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
+                summaries["late_wakeups"] = late.summary
         lost = int(coverage["lost_events"].sum()) if coverage.rows else 0
         if lost:
             worst = coverage.filter(coverage["lost_events"] > 0)
@@ -243,10 +276,6 @@ class ScanTracing:
                 f"the trace buffer filled: {lost} events lost on CPUs "
                 f"{', '.join(str(c) for c in sorted(set(worst['cpu'].tolist())))}; detours after "
                 f"the loss are 'untraced'"))
-        if self.interrupted_collection:
-            self.diagnostics.append(Diagnostic(
-                Code.INTERRUPTED, "interrupted while reading the trace; events of the last "
-                                  "recordings are missing"))
         if self.spooling:
             for _, capture in self.captures:
                 capture.events = None  # the text reader's: parsed again when they are spooled

@@ -236,6 +236,10 @@ class TraceSession:
         try:
             self._mount = find_or_mount(self.mountpoint)
             self.info.tracefs, self.info.mounted_by_us = str(self._mount.path), self._mount.mounted_by_us
+            if self._mount.taken_over_from is not None:
+                self.info.notes.append(f"tracefs was mounted by noisescope process "
+                                       f"{self._mount.taken_over_from}, which is gone: this run "
+                                       f"unmounts it when done")
             removed, failed = remove_leftovers(self._mount.path)
             self.info.leftovers_removed = removed
             self.info.notes += [f"could not remove leftover instance {f}" for f in failed]
