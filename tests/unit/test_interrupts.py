@@ -129,7 +129,11 @@ def test_a_second_interrupt_after_the_tables_were_made_leaves_out_nothing(tmp_pa
             real(table, path)
         monkeypatch.setattr(bundle_module, "_write_table", write_table)
         Bundle(minimal_manifest(), {**results_of_a_scan(), "late": late,
-                                    "windows": Table({"x": np.arange(2)})}).write(tmp_path / "b")
+                                    "windows": Table({"cpu": np.zeros(2, np.int32),
+                                                      "probe": np.array(["detour"] * 2, object),
+                                                      "start_ns": np.array([0, 10]),
+                                                      "end_ns": np.array([10, 20])})}
+               ).write(tmp_path / "b")
     written = noisescope.load(tmp_path / "b")
     assert written.complete and written.table("late")["x"].tolist() == [0, 1, 2]
     err = capfd.readouterr().err.splitlines()
