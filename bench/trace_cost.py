@@ -26,7 +26,7 @@ SHORT_NS = 100_000
 def measure(cpus, duration_ns: int, traced: bool, rt: bool) -> tuple[float, float, float, float]:
     """Mean over CPUs: noise %, detours/s, share of time in short detours %, run delay."""
     bundle = scan(ScanOptions(cpus=cpus, duration_ns=duration_ns, probes=("detour",), rt=rt,
-                              trace=TraceOptions(enabled=traced, cost_reference_ns=0)), argv=["bench"])
+                              trace=TraceOptions(enabled=traced)), argv=["bench"])
     if traced and not bundle.manifest["trace"]["enabled"]:
         raise SystemExit(f"tracing is unavailable: {bundle.manifest['trace']['reason']}")
     summaries = bundle.summaries["detour"]

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
+
+import pytest
 
 from noisescope.privileges import can_use_fifo
 
@@ -40,23 +45,50 @@ def measure_quietly(measure: Callable[[], T], good: Callable[[T], bool],
     return result
 
 
-def interrupted_run(command: list[str], after_s: float, sig: int = 2):
+def interrupted_run(command: list[str], after_s: float, sig: int = 2, *,
+                    sampler: str | None = None):
     """Start `command`, send it `sig` (SIGINT by default) after `after_s`
-    seconds and wait for it: the way a user stops a measurement."""
+    seconds and wait for it: the way a user stops a measurement. With
+    `sampler` (a native thread's name, e.g. "ns-detour/"), the seconds count
+    from when such a thread runs: on a loaded machine the set-up before can
+    take seconds of its own."""
     import subprocess
     import time
 
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while sampler and not thread_names(proc.pid, sampler) and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(after_s)
     proc.send_signal(sig)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=60)
     return proc
+
+
+def thread_names(pid: int, prefix: str) -> list[str]:
+    """Names of the threads of process `pid` that start with `prefix`."""
+    from pathlib import Path
+
+    names = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            names.append((task / "comm").read_text().strip())
+        except OSError:  # the thread ended meanwhile
+            continue
+    return [n for n in names if n.startswith(prefix)]
+
+
+def dead_pid() -> int:
+    """The PID of a process that has ended (and was reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def assert_usage_error(done, words: str, directory) -> None:
     """A bad-input run: exit 2, one line naming the problem, nothing written."""
-    import os
-
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], done.stderr
@@ -122,3 +154,51 @@ class RestrictedCpuset:
                 return
             except OSError:
                 time.sleep(0.1)
+
+
+NOBODY = 65534
+
+
+@contextmanager
+def as_nobody(needed: list[Path]) -> Iterator[tuple[list[str], Path]]:
+    """A command prefix that runs as the unprivileged user `nobody` (root
+    only), and an empty directory it may write to (removed afterwards).
+
+    The paths in `needed` (and this Python) may sit below directories other
+    users cannot enter, such as /root (mode 0700) where pyenv keeps its
+    Pythons. The command runs in a private mount namespace where each such
+    directory is overlaid by an empty directory of mode 0755: `nobody` can
+    pass through it, the files inside keep their own modes, and nothing
+    changes outside the namespace."""
+    import shutil
+    import stat
+    import sys
+    import tempfile
+
+    for tool in ("unshare", "setpriv"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} (util-linux) is needed to run as another user")
+    blocked: set[Path] = set()
+    for path in [Path(sys.executable).resolve(), Path(sys.prefix), Path(sys.base_prefix), *needed]:
+        for directory in (path, *path.parents):
+            if directory.is_dir() and not directory.stat().st_mode & stat.S_IXOTH:
+                blocked.add(directory)
+    scratch = Path(tempfile.mkdtemp(prefix="noisescope-nobody-"))
+    try:
+        mounts = []
+        for i, directory in enumerate(sorted(blocked, key=lambda p: len(p.parts))):
+            upper, work = scratch / f"upper{i}", scratch / f"work{i}"
+            upper.mkdir(mode=0o755)
+            work.mkdir()
+            os.chmod(upper, 0o755)
+            mounts.append(f"mount -t overlay overlay -o lowerdir={directory},upperdir={upper},"
+                          f"workdir={work} {directory}")
+        output = scratch / "output"
+        output.mkdir()
+        os.chmod(scratch, 0o755)
+        os.chmod(output, 0o777)
+        script = " && ".join([*mounts, 'exec "$@"'])
+        yield ["unshare", "--mount", "--", "sh", "-ec", script, "sh", "setpriv",
+               f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"], output
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

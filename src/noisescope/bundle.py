@@ -1,9 +1,14 @@
 """Result bundles: one directory per run, `manifest.json` plus Parquet tables.
 
-Written atomically (a hidden temporary directory renamed into place, with
-SIGINT/SIGTERM held off meanwhile), so a bundle is either complete on disk
-or absent. Read lazily: `load()` parses the manifest; tables are read on
-first use.
+Written atomically (a hidden partial directory renamed into place), so a
+bundle is either complete on disk or absent. A stopping signal never
+interrupts a write (`interrupts.keeping`); a second one leaves out tables not
+written yet that the bundle would have to make first (a scan's kernel
+events). A write that fails (a full disk) keeps the measurement in a
+temporary directory and says where. A write killed with SIGKILL leaves its
+partial directory, manifest first, which `salvage_partial` (noisescope
+cleanup) makes a bundle marked incomplete. Read lazily: `load()` parses the
+manifest; tables are read on first use.
 """
 
 from __future__ import annotations
@@ -11,26 +16,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__
+from . import __version__, interrupts, leftovers
 from .clock import MeasurementClock
-from .diagnostics import Diagnostic
-from .errors import UsageError
+from .diagnostics import Code, Diagnostic
+from .errors import UsageError, unwritable
 from .host import HostFacts
 from .memory import release_free_memory
 from .tables import ParkedTable, StoredTable, Table
+from .validation import DAMAGED, check_manifest, check_table, table_path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
-REQUIRED_KEYS = {"schema_version": int, "kind": str, "tool": dict, "complete": bool,
-                 "parameters": dict, "summaries": dict, "warnings": list, "tables": dict}
 
 
 def tool_info() -> dict:
@@ -111,7 +113,7 @@ class Bundle:
             if entry is None or self.path is None:
                 raise KeyError(f"bundle has no table {name!r} (it has: "
                                f"{', '.join(self.table_names) or 'none'})")
-            self._tables[name] = _read_table(self.path / entry["file"])
+            self._tables[name] = _read_table(table_path(self.path, name, entry))
         table = self._tables[name]
         if isinstance(table, (StoredTable, ParkedTable)):
             self._tables[name] = table = table.load()
@@ -145,28 +147,130 @@ class Bundle:
         the tables in memory (a scan): they are moved out of memory into numpy
         files first and written one at a time, so that pyarrow (about 40 MB)
         and all of them are never in memory together; once written they are
-        read from the bundle on use."""
+        read from the bundle on use.
+
+        If the write fails (no space, no permission), the bundle is written
+        to a new temporary directory instead and UsageError says where."""
         destination = Path(path)
         check_destination(destination)
-        partial = destination.parent / f".{destination.name}.partial-{os.getpid()}"
-        with signals_held():
-            partial.mkdir()
+        with interrupts.keeping(destination) as frame:
             try:
-                if release_tables:
-                    self._park(partial / PARKED)
-                self._write_files(partial)
-                os.rename(partial, destination)  # replaces an empty directory too
-                # kept until now: any failure above unparks the tables from there
-                shutil.rmtree(destination / PARKED, ignore_errors=True)
-            except BaseException:
-                try:
-                    self._unpark()
-                finally:
-                    shutil.rmtree(partial, ignore_errors=True)
-                raise
+                self._write_atomically(destination, release_tables=release_tables, frame=frame)
+            except OSError as error:
+                frame.optional, frame.give_up = [], None  # the rescue makes no tables
+                raise UsageError(*self._rescue(destination, error)) from None
         self.path = destination
         self._tables = {n: t for n, t in self._tables.items() if isinstance(t, Table)}
         return destination
+
+    def _write_atomically(self, destination: Path, *, release_tables: bool,
+                          frame: interrupts.Frame | None = None) -> list[str]:
+        """Into `.NAME.partial-PID/` beside it, renamed into place. The manifest is
+        written first (then again at the end): a write killed on the way can
+        be salvaged. Any failure removes the partial directory and keeps every
+        table in memory. The tables the bundle has to make first
+        (StoredTable.write_file) are made if `frame` is given, and left out if a
+        further interrupt gives them up (`frame.give_up`); without a frame (a
+        write after a failed one), those not made yet are left out. Returns
+        the tables left out."""
+        to_make = [n for n, t in sorted(self._tables.items())
+                   if isinstance(t, StoredTable) and not t.is_ready]
+        given_up: set[str] = set()
+        if frame is not None:
+            frame.optional = lambda: [_tables_phrase(to_make)] if to_make else []
+            frame.give_up = lambda: given_up.update(to_make)
+        else:
+            given_up.update(to_make)
+        partial = leftovers.make_workdir(destination.parent / f".{destination.name}.partial-{os.getpid()}")
+        try:
+            self.manifest["tables"] = {name: _entry(name, table) for name, table in
+                                       sorted(self._tables.items())}
+            self._write_manifest(partial)
+            if release_tables:
+                self._park(partial / PARKED)
+            left_out = self._write_tables(partial, to_make, given_up)
+            if left_out and frame is not None:
+                self._leave_out(left_out, Code.INTERRUPTED, "an interrupt came before they were "
+                                                            "written")
+            elif left_out:
+                self._leave_out(left_out, Code.WRITE_FAILED, "the first write failed before they "
+                                                             "were made")
+            self._write_manifest(partial)
+            os.rename(partial, destination)  # replaces an empty directory too
+            # kept until now: any failure above unparks the tables from there
+            shutil.rmtree(destination / PARKED, ignore_errors=True)
+            (destination / leftovers.MARKER).unlink(missing_ok=True)
+        except BaseException:
+            try:
+                self._unpark()
+            finally:
+                shutil.rmtree(partial, ignore_errors=True)
+            raise
+        return left_out
+
+    def _write_tables(self, directory: Path, to_make: list[str], given_up: set[str]) -> list[str]:
+        """Every table into `directory`; of the tables `to_make` (removed from
+        the list once written), those `given_up` are left out: returns them."""
+        left_out = []
+        for name, table in sorted(self._tables.items()):
+            file = directory / self.manifest["tables"][name]["file"]
+            if name in to_make:
+                try:
+                    if name not in given_up:
+                        _link_or_copy(table.ready(lambda n=name: n in given_up), file)
+                except interrupts.GaveUp:
+                    pass
+                to_make.remove(name)  # from here on no interrupt announces it left out
+                if name in given_up:  # announced (before it was made, or meanwhile)
+                    file.unlink(missing_ok=True)
+                    left_out.append(name)
+            elif isinstance(table, StoredTable):
+                _link_or_copy(table.ready(), file)  # the caller removes its file
+            else:
+                _write_table(table, file)
+                if isinstance(table, ParkedTable):
+                    release_free_memory()  # what writing it took, before the next one
+        return left_out
+
+    def _leave_out(self, names: list[str], code: Code, why: str) -> None:
+        for name in names:
+            del self._tables[name], self.manifest["tables"][name]
+        self.manifest["complete"] = False
+        self.manifest["warnings"].append(Diagnostic(
+            code, f"{_tables_phrase(names)} left out: {why}").to_dict())
+
+    def _write_manifest(self, directory: Path) -> None:
+        """manifest.json, atomically within `directory`."""
+        temporary = directory / f".{MANIFEST}.tmp"
+        with open(temporary, "w") as out:
+            json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
+            out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.rename(temporary, directory / MANIFEST)
+
+    def _rescue(self, destination: Path, error: OSError) -> tuple[str, str]:
+        """After a failed write: the bundle into a new temporary directory
+        (TMPDIR, /var/tmp, /dev/shm: the first that takes it), leaving out
+        tables not made yet. Returns the problem and where the measurement went."""
+        problem = f"cannot write the bundle {destination}: {error.strerror or error}"
+        failures = []
+        for base in _rescue_directories(destination):
+            try:
+                target = Path(tempfile.mkdtemp(prefix=f"noisescope-{destination.name}-", dir=base))
+            except OSError as again:
+                failures.append(f"{base}: {again.strerror}")
+                continue
+            try:
+                left_out = self._write_atomically(target, release_tables=False)
+            except OSError as again:
+                failures.append(f"{base}: {again.strerror}")
+                shutil.rmtree(target, ignore_errors=True)
+                continue
+            self.path = target
+            without = f" (without {_tables_phrase(left_out)})" if left_out else ""
+            return problem, f"the measurement is kept at {target}{without}; move it where it belongs"
+        return problem, f"keeping it elsewhere failed too ({'; '.join(failures)}): the measurement is lost"
 
     def _park(self, directory: Path) -> None:
         for name in [n for n, t in self._tables.items() if isinstance(t, Table)]:
@@ -186,11 +290,13 @@ class Bundle:
         if (destination / MANIFEST).exists():
             raise UsageError(f"{destination} already holds a bundle",
                              "choose another -o or remove it")
-        partial = destination / f".partial-{os.getpid()}"
-        with signals_held():
-            partial.mkdir()
+        with interrupts.keeping(destination):
+            partial = leftovers.make_workdir(destination / f".partial-{os.getpid()}")
             try:
-                self._write_files(partial)
+                self.manifest["tables"] = {name: _entry(name, table) for name, table in
+                                           sorted(self._tables.items())}
+                self._write_tables(partial, [], set())
+                self._write_manifest(partial)
                 for entry in self.manifest["tables"].values():
                     os.rename(partial / entry["file"], destination / entry["file"])
                 os.rename(partial / MANIFEST, destination / MANIFEST)
@@ -199,24 +305,23 @@ class Bundle:
         self.path = destination
         return destination
 
-    def _write_files(self, directory: Path) -> None:
-        entries = {}
-        for name, table in sorted(self._tables.items()):
-            file = f"{name}.parquet"
-            if isinstance(table, StoredTable):
-                _link_or_copy(table.ready(), directory / file)  # the caller removes its file
-            elif isinstance(table, ParkedTable):
-                _write_table(table, directory / file)
-                release_free_memory()  # what writing it took, before the next one
-            else:
-                _write_table(table, directory / file)
-            entries[name] = {"file": file, "rows": table.rows, "columns": table.columns}
-        self.manifest["tables"] = entries
-        with open(directory / MANIFEST, "w") as out:
-            json.dump(self.manifest, out, indent=2, sort_keys=False, default=_json_default)
-            out.write("\n")
-            out.flush()
-            os.fsync(out.fileno())
+
+def _entry(name: str, table: Table | StoredTable | ParkedTable) -> dict:
+    return {"file": f"{name}.parquet", "rows": table.rows, "columns": table.columns}
+
+
+def _tables_phrase(names: list[str]) -> str:
+    return f"the table{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _rescue_directories(destination: Path) -> list[Path]:
+    """Where a bundle that cannot be written to `destination` goes instead."""
+    candidates = []
+    for base in (tempfile.gettempdir(), "/var/tmp", "/dev/shm"):
+        path = Path(base)
+        if path.is_dir() and path.resolve() != destination.parent.resolve() and path not in candidates:
+            candidates.append(path)
+    return candidates
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -256,27 +361,17 @@ def _read_table(path: Path) -> Table:
     try:
         return Table.from_arrow(pq.read_table(path))
     except (OSError, pa.ArrowException) as error:
-        raise UsageError(f"table {path} is unreadable ({error})",
-                         "the bundle is damaged; re-run the measurement") from None
-
-
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while the bundle is written (main thread only);
-    a pending one is delivered once the bundle is complete on disk."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        raise UsageError(f"table {path} is unreadable ({error})", DAMAGED) from None
 
 
 def check_destination(path: Path) -> None:
-    """Fail early (before measuring) when `path` cannot receive a bundle."""
+    """Fail early (before measuring) when `path` cannot receive a bundle. Leftovers
+    of killed runs beside it are dealt with (leftovers.sweep) and reported on stderr."""
+    if path.is_symlink():
+        target = os.readlink(path)
+        dangling = "" if path.exists() else "dangling "
+        raise UsageError(f"output {path} is a {dangling}symbolic link (to {target})",
+                         "give a new directory name with -o (a link cannot be replaced by the bundle)")
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise UsageError(f"output {path} already exists and is not an empty directory",
                          "choose another -o or remove it")
@@ -287,14 +382,65 @@ def check_destination(path: Path) -> None:
     probe = parent / f".noisescope-write-test-{os.getpid()}"
     try:
         probe.mkdir()
-        probe.rmdir()
     except OSError as error:
-        raise UsageError(f"cannot write to {parent}: {error.strerror}",
-                         "choose a writable -o directory") from None
+        raise unwritable(parent, error) from None
+    probe.rmdir()
+    leftovers.sweep(parent, salvage=False, reserved=path, say=_say)
+
+
+def _say(line: str) -> None:
+    print(f"noisescope: {line}", file=sys.stderr, flush=True)
+
+
+def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, list[str]]:
+    """Make the partial directory of a write that was killed a bundle marked
+    incomplete: the tables it holds whole (a Parquet file, or parked numpy
+    files written out now) stay, the others are left out (and named in a
+    warning). Renamed to the name it was written for, or NAME-salvaged-PID if
+    that is taken (or `reserved`). Returns the bundle and the tables left out."""
+    manifest = json.loads((partial / MANIFEST).read_text())
+    missing = []
+    for name, entry in list(manifest["tables"].items()):
+        file = partial / entry["file"]
+        if not _whole_parquet(file, entry["rows"]):
+            file.unlink(missing_ok=True)
+            try:
+                _write_table(ParkedTable(partial / PARKED / name, entry["rows"], entry["columns"]), file)
+            except Exception:  # noqa: BLE001 - parked files cut short in any way: the table is lost
+                file.unlink(missing_ok=True)
+                missing.append(name)
+                del manifest["tables"][name]
+    pid = partial.name.rsplit("-", 1)[1]
+    manifest["complete"] = False
+    manifest["warnings"].append(Diagnostic(Code.INTERRUPTED, (
+        f"the run (process {pid}) was killed while it wrote this bundle; salvaged by noisescope "
+        f"cleanup" + (f"; tables it had not written: {', '.join(missing)}" if missing else "")
+    )).to_dict())
+    Bundle(manifest)._write_manifest(partial)
+    shutil.rmtree(partial / PARKED, ignore_errors=True)
+    (partial / leftovers.MARKER).unlink()
+    name = partial.name[1:].rsplit(".partial-", 1)[0]
+    target = partial.parent / name
+    if os.path.lexists(target) or (reserved is not None and target == reserved):
+        target = partial.parent / f"{name}-salvaged-{pid}"
+    os.rename(partial, target)
+    return target, missing
+
+
+def _whole_parquet(path: Path, rows: int) -> bool:
+    """Whether `path` is a complete Parquet file of `rows` rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_metadata(path).num_rows == rows
+    except (OSError, pa.ArrowException):
+        return False
 
 
 def load(path: str | os.PathLike[str]) -> Bundle:
-    """Open a bundle written by noisescope (tables are read on first use)."""
+    """Open a bundle written by noisescope: its manifest and every table's file are
+    checked now (validation.py), the tables are read on first use."""
     root = Path(path)
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
@@ -303,18 +449,55 @@ def load(path: str | os.PathLike[str]) -> Bundle:
                          "give a directory written by noisescope (scan -o, bench -o, ...)")
     try:
         manifest = json.loads(manifest_path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise UsageError(f"{manifest_path} is corrupt ({error})",
-                         "the bundle is damaged; re-run the measurement") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise UsageError(f"{manifest_path} is corrupt ({error})", DAMAGED) from None
     if not isinstance(manifest, dict):
-        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)",
-                         "the bundle is damaged; re-run the measurement")
-    for key, kind in REQUIRED_KEYS.items():
-        if not isinstance(manifest.get(key), kind):
-            raise UsageError(f"{manifest_path} is corrupt (missing or bad '{key}')",
-                             "the bundle is damaged; re-run the measurement")
-    if manifest["schema_version"] > SCHEMA_VERSION:
+        raise UsageError(f"{manifest_path} is corrupt (not a JSON object)", DAMAGED)
+    version = manifest.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise UsageError(
-            f"{root} was written by a newer noisescope (schema {manifest['schema_version']}, "
+            f"{root} was written by a newer noisescope (schema {version}, "
             f"this one reads up to {SCHEMA_VERSION})", "upgrade noisescope to read it")
+    if isinstance(version, int) and not isinstance(version, bool) and 1 <= version < SCHEMA_VERSION:
+        try:  # an older schema is brought up to this one first, then checked like any other
+            upgrade(manifest)
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
+            raise UsageError(f"{manifest_path} is corrupt (schema {version} field {error})",
+                             DAMAGED) from None
+    check_manifest(manifest, manifest_path)
+    for name, entry in manifest["tables"].items():
+        check_table(table_path(root, name, entry), name, entry)
     return Bundle(manifest, path=root)
+
+
+def _schema_2(manifest: dict) -> None:
+    """Schema 1 -> 2: detour summaries called ticks of the measurement clock cycles,
+    and the Hourglass cut-off was 1000 ticks (385 ns on a 2.6 GHz TSC, 1000 ns on
+    the portable clock); now it is a duration, hourglass_ns. Tracing's cost was one
+    untraced run beside the traced one, which no interval can be given for: dropped."""
+    (manifest.get("trace") or {}).pop("cost", None)
+    for rows in manifest["summaries"].values():
+        for row in rows:
+            if not isinstance(row, dict) or "gaps_over_1000_cycles" not in row:
+                continue
+            ticks = row.pop("resolution_cycles")
+            del row["mean_loop_cycles"], row["max_gap_cycles"]  # max_ns is the longest gap
+            row["resolution_ticks"] = ticks
+            row["mean_gap_ns"] = row["measured_ns"] / row["iterations"] \
+                if row.get("iterations") else None
+            row["hourglass_ns"] = round(1000 * row["resolution_ns"] / ticks)
+            row["hourglass_gaps"] = row.pop("gaps_over_1000_cycles")
+    cut = manifest["parameters"].pop("hourglass_cycles", None)
+    ticks_per_second = (manifest.get("clock") or {}).get("ticks_per_second")
+    if cut is not None and ticks_per_second:
+        manifest["parameters"]["hourglass_ns"] = round(cut * 1e9 / ticks_per_second)
+
+
+UPGRADES = {1: _schema_2}  # schema N -> N + 1, applied in memory on load
+
+
+def upgrade(manifest: dict) -> None:
+    """Bring a manifest of an older schema to SCHEMA_VERSION (the file is unchanged)."""
+    for version in range(manifest["schema_version"], SCHEMA_VERSION):
+        UPGRADES[version](manifest)
+    manifest["schema_version"] = SCHEMA_VERSION

@@ -28,6 +28,7 @@ class Code(str, Enum):
     PLACEMENT = "placement"
     RANK_MISSING = "rank_missing"
     MISALIGNED = "misaligned"
+    WRITE_FAILED = "write_failed"
 
 
 HINTS = {
@@ -54,6 +55,7 @@ HINTS = {
                        "the cause and measure again",
     Code.MISALIGNED: "ranks did not measure at the same moments; a loaded node starts late "
                      "(use --rt, or a longer --timeout if set-up is slow)",
+    Code.WRITE_FAILED: "make room (or grant permission) where the output goes, or choose another -o",
 }
 
 

@@ -8,7 +8,8 @@ timed-out and warm-up runs included (marked, and left out of statistics).
 Order: by default the repetitions are interleaved (round r runs every
 configuration and workload once) so that drift of the machine over time
 spreads evenly over the configurations instead of biasing one of them.
-Ctrl-C (or SIGTERM) ends the current run and keeps every completed one.
+Ctrl-C (or another stopping signal: `interrupts`) ends the current run and
+keeps every completed one; from then on the bundle is written whatever comes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import interrupts
 from .bundle import SCHEMA_VERSION, Bundle, check_destination, tool_info
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError
@@ -105,6 +107,11 @@ class ProbePlan:
                 "cpus": list(self.cpus) if self.cpus is not None else None}
 
 
+# Runs (and warm-up runs) per workload and configuration: the plan lists every
+# run up front, and a stream of statistics this long says nothing more.
+MAX_RUNS = 100_000
+
+
 @dataclass(frozen=True)
 class Experiment:
     workloads: tuple[Workload, ...]
@@ -121,9 +128,9 @@ class Experiment:
     def __post_init__(self) -> None:
         if not self.workloads:
             raise UsageError("the experiment has no workload", "add a [[workload]] with a command")
-        if self.runs < 1 or self.warmup < 0:
-            raise UsageError(f"runs must be >= 1 and warmup >= 0 (got {self.runs}, {self.warmup})",
-                             "e.g. --runs 10 --warmup 1")
+        if not (1 <= self.runs <= MAX_RUNS and 0 <= self.warmup <= MAX_RUNS):
+            raise UsageError(f"runs must be >= 1 and warmup >= 0, both at most {MAX_RUNS:,} "
+                             f"(got {self.runs}, {self.warmup})", "e.g. --runs 10 --warmup 1")
         if self.timeout_ns <= 0:
             raise UsageError("timeout must be greater than zero", "e.g. --timeout 10m")
         if self.order not in ORDERS:
@@ -247,19 +254,23 @@ def run_steps(experiment: Experiment, prepared: Prepared, clock,
     records: list[Record] = []
     journal = KnobJournal("smt")
     switch = SmtSwitch(journal) if any(c.smt for c in experiment.configurations) else None
-    try:
-        with journal, Runner() as runner:
-            for step in steps:
-                if switch:
-                    switch.set(step.configuration.smt)
-                record, interrupted = _run_step(step, experiment, prepared, clock, runner, recorder)
-                records.append(record)
-                if progress:
-                    progress(len(records), len(steps), step, record.result)
-                if interrupted:
-                    return records, True
-    except KeyboardInterrupt:
-        return records, True
+    with journal, Runner() as runner:
+        for step in steps:
+            if interrupts.take():
+                return records, True
+            try:
+                with interrupts.raising():  # a stop ends the run, as a stop should
+                    if switch:
+                        switch.set(step.configuration.smt)
+                    record, interrupted = _run_step(step, experiment, prepared, clock, runner,
+                                                    recorder)
+            except KeyboardInterrupt:
+                return records, True
+            records.append(record)
+            if progress:
+                progress(len(records), len(steps), step, record.result)
+            if interrupted:
+                return records, True
     return records, False
 
 
@@ -320,17 +331,19 @@ def measure(experiment: Experiment, *, label: str | None = None, facts: HostFact
         except TracingUnavailable as why:
             prepared.occupancy, prepared.occupancy_note = None, f"not measured: {why}"
             prepared.diagnostics.append(unavailable(why))
-    try:
-        records, interrupted = run_steps(experiment, prepared, clock, progress, recorder)
-    finally:
-        if recorder:
-            recorder.close()  # the kernel's tracing state restored, also on errors
-            prepared.diagnostics.extend(recorder.diagnostics())
-    bundle = build_bundle(experiment, prepared, records, facts, clock, label=label,
-                          started=started, finished=utc_now(), argv=argv,
-                          complete=not interrupted)
-    if destination is not None:
-        bundle.write(destination)
+    with interrupts.keeping(destination, stopping="ending the current run") as keep:
+        try:
+            records, interrupted = run_steps(experiment, prepared, clock, progress, recorder)
+        finally:
+            keep.stopping = None  # from here on the runs are saved
+            if recorder:
+                recorder.close()  # the kernel's tracing state restored, also on errors
+                prepared.diagnostics.extend(recorder.diagnostics())
+        bundle = build_bundle(experiment, prepared, records, facts, clock, label=label,
+                              started=started, finished=utc_now(), argv=argv,
+                              complete=not interrupted)
+        if destination is not None:
+            bundle.write(destination)
     return bundle
 
 
@@ -590,11 +603,11 @@ def run_experiment(experiment: Experiment, directory: str | os.PathLike[str], *,
         outcome.probes[when] = bundle
         return bundle.complete
 
-    if "before" in scans and not probe("before"):
+    if "before" in scans and (not probe("before") or interrupts.interrupted()):
         return outcome
     outcome.runs = measure(experiment, label=label, facts=facts, destination=out / "runs",
                            progress=progress, argv=argv)
-    if outcome.runs.complete and "after" in scans:
+    if outcome.runs.complete and not interrupts.interrupted() and "after" in scans:
         probe("after")
     return outcome
 
@@ -683,6 +696,9 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
     except OSError as error:
         raise UsageError(f"cannot read experiment file {file}: {error.strerror}",
                          "check the path") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"experiment file {file} is not text (not UTF-8)",
+                         "give a TOML file, see docs/examples/run.md") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

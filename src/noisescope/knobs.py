@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .leftovers import identity, owner_gone
+
 JOURNAL_DIR = Path(os.environ.get("NOISESCOPE_JOURNAL_DIR", "/run/noisescope"))
 _JOURNAL_NAME = re.compile(r"^journal-(?P<purpose>[a-z0-9_-]+)-(?P<pid>\d+)\.json$")
 
@@ -94,7 +96,8 @@ class KnobJournal:
             return
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         partial = self.path.with_suffix(".new")
-        partial.write_text(json.dumps([c.__dict__ for c in self.changes]))
+        partial.write_text(json.dumps({"owner": identity(),
+                                       "changes": [c.__dict__ for c in self.changes]}))
         os.replace(partial, self.path)
 
 
@@ -108,25 +111,10 @@ def _restore(changes: list[Change]) -> list[str]:
     return failed
 
 
-def process_alive(pid: int) -> bool:
-    """Whether `pid` is a running process (a zombie, killed but not yet
-    reaped by its parent, is not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
-
-
 def restore_leftovers(directory: Path | None = None) -> tuple[list[str], list[str]]:
-    """Restore the knobs of runs that died without doing it themselves;
-    (restored 'path = value' lines, failures)."""
+    """Restore the knobs of runs that died without doing it themselves (their
+    journal's owner is provably gone: leftovers.owner_gone); (restored 'path =
+    value' lines, failures)."""
     folder = directory or JOURNAL_DIR
     restored: list[str] = []
     failed: list[str] = []
@@ -135,15 +123,17 @@ def restore_leftovers(directory: Path | None = None) -> tuple[list[str], list[st
     except OSError:
         return restored, failed
     for name in names:
-        match = _JOURNAL_NAME.match(name)
-        if not match or int(match.group("pid")) == os.getpid() or process_alive(int(match.group("pid"))):
+        if not _JOURNAL_NAME.match(name):
             continue
         journal = folder / name
         try:
-            changes = [Change(**entry) for entry in json.loads(journal.read_text())]
-        except (OSError, ValueError, TypeError) as error:
+            saved = json.loads(journal.read_text())
+            changes = [Change(**entry) for entry in saved["changes"]]
+        except (OSError, ValueError, TypeError, KeyError) as error:
             failed.append(f"{journal}: unreadable journal ({error})")
             continue
+        if owner_gone(saved.get("owner") or {}) is not True:
+            continue  # its run is still going (or it is another machine's: not ours to undo)
         problems = _restore(changes)
         failed += problems
         restored += [f"{c.path} = {c.restore}" for c in changes

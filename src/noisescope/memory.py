@@ -1,8 +1,10 @@
-"""The process's own memory."""
+"""Memory: the process's own, and what the machine has available."""
 
 from __future__ import annotations
 
 import ctypes
+import re
+from pathlib import Path
 
 
 def release_free_memory() -> None:
@@ -12,3 +14,12 @@ def release_free_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols, libc's among them
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+def available_kib(meminfo: str = "/proc/meminfo") -> int | None:
+    """MemAvailable: what can be allocated without swapping; None where unknown."""
+    try:
+        match = re.search(r"^MemAvailable:\s+(\d+)", Path(meminfo).read_text(), re.M)
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None

@@ -14,13 +14,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 DEVICE = "/dev/cpu_dma_latency"
+# The kernel's default request (PM_QOS_CPU_LATENCY_DEFAULT_VALUE, 2000 s): no bound at all.
+MAX_US = 2_000_000_000
+NOT_HELD = "not held"
 
 
 @contextmanager
 def cpu_latency_request(max_us: int | None, device: str = DEVICE) -> Iterator[str]:
-    """Hold a request for idle-state exit latency <= max_us; yields what happened."""
+    """Hold a request for idle-state exit latency <= max_us; yields what happened:
+    NOT_HELD (max_us None), "N us while measuring" or "skipped: WHY"."""
     if max_us is None:
-        yield "not requested"
+        yield NOT_HELD
         return
     try:
         fd = os.open(device, os.O_WRONLY | os.O_CLOEXEC)

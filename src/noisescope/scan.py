@@ -1,8 +1,11 @@
 """`noisescope scan`: run the probes on every measured CPU and build a bundle.
 
 check (CPUs, threshold, output, privileges) -> clock -> for each probe:
-run on all CPUs at once -> summaries, diagnostics -> Bundle. Ctrl-C ends
-the current probe early, skips the rest and keeps what was measured.
+run on all CPUs at once -> summaries, diagnostics -> analysis -> Bundle.
+A stopping signal (Ctrl-C, SIGTERM, SIGHUP, ...: `interrupts`) ends the
+current probe early, skips the rest and keeps what was measured; one that
+comes later ends the analysis; a second one also leaves out the kernel
+events table. Whatever comes, what was measured is written.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from .analysis.spectrum import add_spectra
+from . import interrupts
+from .analysis.spectrum import bundle_spectra, store_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
@@ -29,20 +33,25 @@ from .host import (
     read_host_facts,
     read_interrupts,
 )
+from .memory import available_kib
 from .privileges import can_use_fifo, is_root, memory_locked
 from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult, quantum
 from .probes import detour as detour_probe
 from .probes import timerlat as timerlat_probe
-from .probes.schedule import plan_windows, rt_budget_ns
+from .probes.schedule import WindowSchedule, plan_windows, rt_budget_ns
 from .system import check_system
 from .tables import Table
 from .trace.scanning import ScanTracing, TraceOptions
-from .units import format_cpu_list, format_duration, parse_cpu_list
+from .trace.session import check_buffer_kb
+from .units import format_cpu_list, format_duration, format_size_kib, parse_cpu_list
 
 SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
 SLEEPING_PROBES = {"timerlat"}
+# Every probe stores a sample (and a window) as two uint64 values.
+SAMPLE_BYTES = 16
+BUFFER_MEMORY_SHARE = 0.25
 # With a fixed start (start_mono_ns), probe k starts at start + k * (its schedule's
 # elapsed time + this gap): scans started together on several nodes stay aligned
 # probe after probe. The gap covers ending one probe and preparing the next.
@@ -106,7 +115,7 @@ def check_threshold(threshold_ns: int, clock: MeasurementClock) -> None:
         floor_ns = minimum / clock.ticks_per_ns
         raise UsageError(
             f"threshold {format_duration(threshold_ns)} is below what the loop can resolve "
-            f"(one iteration takes {resolution} cycles = "
+            f"(one iteration takes {resolution} clock ticks = "
             f"{format_duration(resolution / clock.ticks_per_ns)})",
             f"use --threshold {format_duration(floor_ns * 1.2, precision=2).replace(' ', '')} "
             f"or more")
@@ -155,6 +164,40 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
     return ScanPlan(cpus, priority, privileges, notes)
 
 
+def samples_per_cpu(probe: str, options: ScanOptions, schedule: WindowSchedule, ncpus: int) -> int:
+    """The samples probe `probe` preallocates room for on each CPU."""
+    if probe == "detour":
+        return detour_probe.capacity(schedule.measured_ns, ncpus, options.max_detours)
+    if probe == "ftq":
+        return quantum.ftq_capacity(schedule, options.quantum_ns)
+    if probe == "fwq":
+        return quantum.fwq_capacity(schedule.measured_ns, options.quantum_ns)
+    if not options.keep_series:
+        return 0
+    return timerlat_probe.series_capacity(schedule.measured_ns, options.interval_ns, ncpus)
+
+
+def check_buffers(options: ScanOptions, schedule: WindowSchedule, ncpus: int,
+                  available: int | None) -> None:
+    """Refuse (before measuring) a scan whose preallocated buffers (samples and
+    windows of each probe, for every CPU) would not fit BUFFER_MEMORY_SHARE of
+    the available memory: the tables made from them after measuring need as much again."""
+    if available is None:
+        return
+    allowed_kib = available * BUFFER_MEMORY_SHARE
+    for probe in options.probes:
+        samples = samples_per_cpu(probe, options, schedule, ncpus) + schedule.windows
+        need_kib = samples * SAMPLE_BYTES * ncpus / 1024
+        if need_kib > allowed_kib:
+            raise UsageError(
+                f"the {probe} probe would hold {format_size_kib(need_kib)} of samples in memory "
+                f"({samples:,} per CPU for {format_duration(options.duration_ns)} on {ncpus} "
+                f"CPU{'s' if ncpus != 1 else ''}), more than {BUFFER_MEMORY_SHARE:.0%} of the "
+                f"available {format_size_kib(available)}",
+                "measure for less time, on fewer CPUs (--cpus), or with longer windows "
+                "(--runtime) and quanta (--quantum)")
+
+
 def default_output(facts: HostFacts) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return f"noisescope-{facts.hostname or 'host'}-{stamp}"
@@ -184,8 +227,8 @@ def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResul
     return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
 
 
-def _cost_reference(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
-    """An untraced detour run: the baseline for tracing's own cost."""
+def _cost_run(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
+    """A short detour run of the measurement of tracing's own cost (`--trace-cost`)."""
     schedule, _ = plan_windows(duration_ns, rt=ctx.priority > 0, runtime_ns=options.runtime_ns,
                                period_ns=options.period_ns)
     return detour_probe.run(replace(ctx, schedule=schedule, progress=None),
@@ -216,9 +259,18 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     scan_plan = plan(options, facts)
     if destination is not None:
         check_destination(Path(destination))
-    if options.quantum_ns <= 0 or options.quantum_ns > options.duration_ns:
+    if {"ftq", "fwq"} & set(options.probes) and options.quantum_ns > options.duration_ns:
         raise UsageError(f"quantum {format_duration(options.quantum_ns)} does not fit the "
-                         f"duration", "use a quantum shorter than --duration, e.g. 1ms")
+                         f"duration {format_duration(options.duration_ns)}",
+                         "use a --quantum shorter than --duration, e.g. 1ms")
+    if "detour" in options.probes and options.threshold_ns >= options.duration_ns:
+        raise UsageError(f"the duration {format_duration(options.duration_ns)} is not longer "
+                         f"than the detour threshold {format_duration(options.threshold_ns)}: no "
+                         f"detour could be measured", "use a longer --duration, e.g. 10s")
+    if "timerlat" in options.probes and options.interval_ns > options.duration_ns:
+        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
+                         f"than the duration {format_duration(options.duration_ns)}: no wakeup "
+                         f"would be measured", "use a shorter --interval or a longer --duration")
     # Only spinning SCHED_FIFO samplers can run into RT throttling and need
     # windows with gaps; a sleeper (timerlat) measures back to back.
     spins = scan_plan.priority > 0 and set(options.probes) - SLEEPING_PROBES
@@ -227,6 +279,9 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         period_ns=options.period_ns,
         rt_budget=rt_budget_ns(facts.rt_runtime_us, facts.rt_period_us) if spins else None)
     scan_plan.diagnostics.extend(notes)
+    check_buffers(options, schedule, len(scan_plan.cpus), available_kib())
+    if options.trace.enabled:
+        check_buffer_kb(options.trace.buffer_kb, len(scan_plan.cpus), available_kib())
     if "timerlat" in options.probes and options.interval_ns > schedule.runtime_ns:
         raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
                          f"than a measuring window ({format_duration(schedule.runtime_ns)})",
@@ -242,36 +297,54 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         timerlat_probe.check_interval(options.interval_ns)
         timerlat_probe.check_histogram(options.histogram_ns)
 
-    tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock, schedule.elapsed_ns + SECOND,
-                                Path(destination) if destination is not None else None)
-    try:
-        return _measure(options, scan_plan, facts, clock, schedule, tracing, started=started,
-                        argv=argv, progress=progress, destination=destination, kind=kind,
-                        on_ready=on_ready, amend=amend)
-    finally:
-        tracing.close()
-        tracing.discard()
+    with interrupts.keeping(destination, stopping="stopping before anything is measured") as keep:
+        keep.measured = False
+        tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock,
+                                    schedule.elapsed_ns + SECOND,
+                                    Path(destination) if destination is not None else None)
+        try:
+            return _measure(options, scan_plan, facts, clock, schedule, tracing, keep,
+                            started=started, argv=argv, progress=progress,
+                            destination=destination, kind=kind, on_ready=on_ready, amend=amend)
+        finally:
+            tracing.close()
+            tracing.discard()
 
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
-             schedule, tracing: ScanTracing, *, started: str, argv: list[str] | None,
-             progress: ScanProgress | None, destination, kind: str,
+             schedule, tracing: ScanTracing, keep: interrupts.Frame, *, started: str,
+             argv: list[str] | None, progress: ScanProgress | None, destination, kind: str,
              on_ready: Callable[[], int] | None,
              amend: Callable[[Bundle], None] | None = None) -> Bundle:
     if on_ready is not None:
         options = replace(options, start_mono_ns=on_ready())
-    results, interrupted, hz = _run_probes(options, scan_plan, clock, schedule, tracing, progress)
-    if interrupted:
-        during = results[-1].probe if results else "the untraced reference run"
+    stage = interrupts.Stage()  # the analysis, which a stop cuts short
+    keep.stopping = "stopping the probes"
+    keep.optional = ["the rest of the analysis" + (" and of the trace" if tracing.active else "")]
+    keep.give_up = stage.give_up
+    results, stopped, hz = _run_probes(options, scan_plan, clock, schedule, tracing, progress,
+                                       keep)
+    if stopped and not results:
+        raise KeyboardInterrupt  # nothing measured, nothing to keep
+    if stopped:
         scan_plan.diagnostics.append(Diagnostic(
-            Code.INTERRUPTED, f"interrupted during {during}; "
+            Code.INTERRUPTED, f"interrupted {stopped}; "
                               f"probes not run: {', '.join(options.probes[len(results):]) or 'none'}"))
     bundle = build_bundle(options, scan_plan, replace(facts, hz_estimate=hz), clock, schedule,
-                          results, started=started, argv=argv, complete=not interrupted,
-                          kind=kind, tracing=tracing)
+                          results, started=started, argv=argv, complete=stopped is None,
+                          kind=kind, tracing=tracing, stage=stage)
     del results  # the bundle holds the tables now, and lets them go while it is written
     bundle.manifest["system"] = check_system("/", scan_plan.cpus, facts).to_list()
-    add_spectra(bundle)
+    spectra = stage.run("finding periodic noise sources", lambda: bundle_spectra(bundle))
+    keep.stopping, keep.optional, keep.give_up = None, [], None
+    if spectra is not None:
+        store_spectra(bundle, *spectra)
+    if stage.cut_short is not None or stage.given_up:
+        during = f" while {stage.cut_short}" if stage.cut_short else ""
+        bundle.manifest["complete"] = False
+        bundle.manifest["warnings"].append(Diagnostic(
+            Code.INTERRUPTED, f"interrupted{during}: the rest of the analysis was left "
+                              f"out").to_dict())
     if amend is not None:
         amend(bundle)
     if destination is not None:
@@ -280,13 +353,15 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
 
 
 def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClock, schedule,
-                tracing: ScanTracing, progress: ScanProgress | None
-                ) -> tuple[list[ProbeResult], bool, dict]:
-    """Run the probes one after the other (recording the trace of each);
-    returns their results, whether the run was interrupted, and the HZ estimate."""
+                tracing: ScanTracing, progress: ScanProgress | None, keep: interrupts.Frame
+                ) -> tuple[list[ProbeResult], str | None, dict]:
+    """Run the probes one after the other (recording the trace of each) until
+    they are done or a stop; returns their results, what the stop interrupted
+    (None if none came), and the HZ estimate. `keep` learns when there is a
+    measurement to keep."""
     injector_priority = 99 if can_use_fifo(99) else 0
     results: list[ProbeResult] = []
-    interrupted = False
+    stopped: str | None = None
     hz: dict = {}
     try:
         with memory_locked() as locking:
@@ -294,6 +369,9 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
             if locking != "locked":
                 scan_plan.diagnostics.append(Diagnostic(Code.PRIVILEGES, f"mlockall {locking}"))
             for index, name in enumerate(options.probes):
+                if interrupts.take():
+                    stopped = f"before {name}"
+                    break
                 live = progress is not None and progress.live
                 report = (lambda fraction, n=name: progress(n, fraction)) if live else None
                 if progress:
@@ -301,33 +379,39 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
                 ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
                                    options.injections, injector_priority,
                                    probe_start_ns(options.start_mono_ns, schedule, index), report)
-                if name == "detour" and tracing.wants_cost_reference():
-                    reference = _cost_reference(ctx, options, min(options.trace.cost_reference_ns,
-                                                                  options.duration_ns))
-                    tracing.reference = reference.summaries
-                    if reference.interrupted:
-                        interrupted = True
+                if name == "detour" and tracing.wants_cost():
+                    if tracing.measure_cost(lambda ns, c=ctx: _cost_run(c, options, ns)):
+                        stopped = "while measuring tracing's own cost"
                         break
+                last = index == len(options.probes) - 1
+
+                def measure(name=name, ctx=ctx, last=last):
+                    result = _run_probe(name, ctx, options)
+                    if last or result.interrupted:  # what a stop ends from now on
+                        keep.stopping = "ending the analysis"
+                    return result
+
                 irq_before, begun = read_interrupts(), time.monotonic_ns()
-                result = tracing.record(name, lambda n=name, c=ctx: _run_probe(n, c, options))
+                keep.measured = True  # what this probe measures is kept, even if stopped
+                result = tracing.record(name, measure)
+                results.append(result)
                 if not hz and not result.interrupted:
                     hz = _hz_estimate(irq_before, read_interrupts(), time.monotonic_ns() - begun,
                                       scan_plan.cpus, {i.cpu for i in options.injections})
-                results.append(result)
                 if progress:
                     progress(name, 1.0)
-                if result.interrupted or tracing.interrupted_collection:
-                    interrupted = True
+                if result.interrupted:
+                    stopped = f"during {name}"
                     break
     finally:
         tracing.close()
-    return results, interrupted, hz
+    return results, stopped, hz
 
 
 def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
                  clock: MeasurementClock, schedule, results: list[ProbeResult], *,
                  started: str, argv: list[str] | None, complete: bool,
-                 kind: str = "scan", tracing: ScanTracing | None = None) -> Bundle:
+                 kind: str, tracing: ScanTracing, stage: interrupts.Stage) -> Bundle:
     tables: dict[str, list[Table]] = {}
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
@@ -339,16 +423,16 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     merged = {name: parts[0] if len(parts) == 1 else Table.concat(parts)
               for name, parts in tables.items()}
     summaries = {r.probe: r.summaries for r in results}
-    trace = tracing.finish(merged, summaries) if tracing else {"enabled": False, "reason": "not requested"}
-    diagnostics.extend(tracing.diagnostics if tracing else [])
-    complete = complete and not (tracing and tracing.interrupted_collection)
+    trace = tracing.finish(merged, summaries, stage)
+    diagnostics.extend(tracing.diagnostics)
+    complete = complete and not tracing.incomplete
     parameters = {
         **options.to_dict(),
         "cpus": list(scan_plan.cpus),
         "priority": scan_plan.priority,
         "schedule": schedule.to_dict(),
         "unit_iterations": quantum.UNIT_ITERATIONS,
-        "hourglass_cycles": detour_probe.HOURGLASS_CYCLES,
+        "hourglass_ns": detour_probe.HOURGLASS_NS,
     }
     manifest = {
         "schema_version": SCHEMA_VERSION,

@@ -25,7 +25,9 @@ from .host import (
 from .units import format_cpu_list, parse_cpu_list
 
 OK, ADVICE, ERROR = "ok", "advice", "error"
-EXIT_CODES = {OK: 0, ERROR: 1, ADVICE: 2}  # as pyperf's `system show`
+# Exit status of `system show`: 0 nothing to advise, 1 something to act on (advice, or a
+# check that could not be made); 2 stays the usage error every command exits with.
+EXIT_CODES = {OK: 0, ADVICE: 1, ERROR: 1}
 DEEP_IDLE_LATENCY_US = 20  # idle states that take longer than this to leave
 SHALLOW_IDLE_NAMES = re.compile(r"^(POLL|C1|C1-\w+|haltpoll.*)$", re.I)
 FAST_CLOCKSOURCES = {
@@ -360,9 +362,9 @@ class SystemCheck:
 
     @property
     def exit_code(self) -> int:
-        """0 when nothing is found, 1 when a check failed, 2 when advice applies."""
-        states = {f.state for f in self.findings}
-        return EXIT_CODES[ERROR] if ERROR in states else EXIT_CODES[ADVICE] if ADVICE in states else 0
+        """0 when there is nothing to advise, 1 when advice applies or a check could not
+        be made (never 2: that is bad input)."""
+        return max((EXIT_CODES[f.state] for f in self.findings), default=0)
 
     def to_list(self) -> list[dict]:
         return [f.to_dict() for f in self.findings]

@@ -100,12 +100,19 @@ class StoredTable:
     path: Path
     rows: int
     columns: list[str]
-    write_file: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    # writes the file; may stop early (raising) once its argument returns True
+    write_file: Callable[[Callable[[], bool]], None] | None = field(default=None, compare=False,
+                                                                    repr=False)
 
-    def ready(self) -> Path:
-        """The file, written first if it is not there yet."""
-        if self.write_file is not None and not self.path.exists():
-            self.write_file()
+    @property
+    def is_ready(self) -> bool:
+        """Whether the file is there (else ready() writes it first)."""
+        return self.write_file is None or self.path.exists()
+
+    def ready(self, give_up: Callable[[], bool] = lambda: False) -> Path:
+        """The file, written first if it is not there yet (`give_up` may cut that short)."""
+        if not self.is_ready:
+            self.write_file(give_up)
         return self.path
 
     def load(self) -> Table:

@@ -12,17 +12,20 @@ explained (trace/wakeups.py).
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from .bundle import Bundle, check_destination
 from .errors import UsageError
 from .host import HostFacts
+from .pmqos import MAX_US as MAX_DMA_LATENCY_US
 from .pmqos import cpu_latency_request
 from .probes import timerlat as timerlat_probe
 from .scan import DEFAULT_RT_PRIORITY, ScanOptions, ScanProgress, live_host_facts, scan
 from .trace.scanning import TraceOptions
 from .trace.wakeups import DEFAULT_THRESHOLD_NS
+from .units import MAX_DURATION_NS, format_duration
 
 SECOND = 1_000_000_000
 DEFAULT_DURATION_NS = 10 * SECOND
@@ -51,14 +54,19 @@ class TimerlatOptions:
         if self.loops is not None and self.loops <= 0:
             raise UsageError(f"--loops must be greater than zero, got {self.loops}",
                              "e.g. --loops 10000")
-        if self.dma_latency_us is not None and self.dma_latency_us < 0:
-            raise UsageError(f"--dma-latency must be 0 or more, got {self.dma_latency_us}",
+        if self.dma_latency_us is not None and not 0 <= self.dma_latency_us <= MAX_DMA_LATENCY_US:
+            raise UsageError(f"--dma-latency must be 0 to {MAX_DMA_LATENCY_US} us (the kernel's "
+                             f"default, no bound), got {self.dma_latency_us}",
                              "e.g. --dma-latency 0 (as cyclictest does)")
         if self.trace_threshold_ns < 0:
             raise UsageError(f"--trace-threshold must not be negative, got {self.trace_threshold_ns} ns",
                              "e.g. --trace-threshold 50us")
         timerlat_probe.check_interval(self.interval_ns)
         timerlat_probe.check_histogram(self.histogram_ns)
+        if self.measured_ns > MAX_DURATION_NS:
+            raise UsageError(f"--loops {self.loops} at an interval of "
+                             f"{format_duration(self.interval_ns)} would run longer than 366 days",
+                             f"give at most --loops {MAX_DURATION_NS // self.interval_ns}")
 
     @property
     def measured_ns(self) -> int:
@@ -77,7 +85,7 @@ class TimerlatOptions:
                            runtime_ns=self.window_ns, period_ns=self.window_ns,
                            interval_ns=self.interval_ns, histogram_ns=self.histogram_ns,
                            keep_series=self.keep_series, label=self.label,
-                           trace=TraceOptions(enabled=self.trace, cost_reference_ns=0,
+                           trace=TraceOptions(enabled=self.trace,
                                               wakeup_threshold_ns=self.trace_threshold_ns))
 
 
@@ -89,11 +97,19 @@ def timerlat(options: TimerlatOptions, *, argv: list[str] | None = None,
     if destination is not None:
         check_destination(Path(destination))
     facts = facts or live_host_facts()
-    with cpu_latency_request(options.dma_latency_us) as dma_latency:
+    with ExitStack() as held:
+        dma_latency = []
+
+        def hold_dma_latency() -> int:
+            """Once the scan has checked everything, just before it measures."""
+            dma_latency.append(held.enter_context(cpu_latency_request(options.dma_latency_us)))
+            return 0  # start as soon as ready
+
         def amend(bundle: Bundle) -> None:
-            bundle.manifest["privileges"]["dma_latency"] = dma_latency
+            bundle.manifest["privileges"]["dma_latency"] = dma_latency[0]
             bundle.parameters.update(loops=options.loops, dma_latency_us=options.dma_latency_us)
 
         # Written by the scan: the trace goes to Parquet beside the bundle, not memory.
         return scan(options.scan_options(), argv=argv, facts=facts, progress=progress,
-                    destination=destination, kind="timerlat", amend=amend)
+                    destination=destination, kind="timerlat", on_ready=hold_dma_latency,
+                    amend=amend)

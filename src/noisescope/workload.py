@@ -106,7 +106,7 @@ class Workload:
     metrics: tuple[Metric, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.argv:
+        if not self.argv or not self.argv[0].strip():
             raise UsageError(f"workload {self.name!r} has no command", "e.g. -- make -j2")
         if self.shell and len(self.argv) != 1:
             raise UsageError("with --shell give the command as one string",

@@ -8,6 +8,7 @@ import json
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import noisescope
@@ -58,8 +59,15 @@ def test_injected_noise_on_the_workload_cpu_is_a_significant_slowdown(tmp_path, 
     quiet = runs.filter((runs.configuration == "quiet") & ~runs.warmup)
     assert (noisy.injected > 0).all() and (quiet.injected == 0).all()
     # Injections that land while the command computes preempt it (not those
-    # during its start-up waits).
+    # during its start-up waits), each at most once; other tasks preempt it
+    # at the rate they do in the quiet runs interleaved with these, over the
+    # noisy runs' longer wall time (medians over the runs, twice that rate
+    # allowed for: a shared machine's load comes and goes).
     assert (noisy.involuntary_switches >= 0.25 * noisy.injected).all()
+    others_per_s = np.median(quiet.involuntary_switches / (quiet.wall_ns / 1e9))
+    others = 2 * others_per_s * np.median(noisy.wall_ns) / 1e9
+    assert np.median(noisy.involuntary_switches) <= np.median(noisy.injected) + others, (
+        noisy.involuntary_switches, noisy.injected, quiet.involuntary_switches, others)
 
     shown = run("compare", str(out), "--baseline", "vm/quiet", "--format", "json")
     assert shown.returncode == 0, shown.stderr
@@ -68,9 +76,9 @@ def test_injected_noise_on_the_workload_cpu_is_a_significant_slowdown(tmp_path, 
     user = rows[("user_ns", "vm/noisy")]
     cpu_time_change = (noisy.user_ns + noisy.sys_ns).mean() / (quiet.user_ns + quiet.sys_ns).mean()
     assert wall["significant"] and wall["verdict"] == "worse", wall
-    assert 30 < wall["change_pct"] < 400 and wall["ci_low_pct"] > 10
-    assert abs(user["change_pct"]) < wall["change_pct"] / 2
-    assert abs(100 * (cpu_time_change - 1)) < wall["change_pct"] / 2
+    assert 30 < wall["change"] < 400 and wall["ci_low"] > 10
+    assert abs(user["change"]) < wall["change"] / 2
+    assert abs(100 * (cpu_time_change - 1)) < wall["change"] / 2
     assert rows[("metric_sum", "vm/noisy")]["verdict"] == "not significant"  # same result
 
     table = run("compare", str(out), "--baseline", "vm/quiet")

@@ -51,7 +51,7 @@ def test_export_trace_then_predict_from_it(tmp_path):
 
 
 def write_bundle_without_detours(path):
-    Bundle(minimal_manifest(kind="scan")).write(path)
+    Bundle(minimal_manifest()).write(path)  # an import: a valid bundle without detours
     return path
 
 

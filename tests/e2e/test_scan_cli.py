@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -91,7 +92,8 @@ def test_a_narrowed_affinity_is_the_default_but_does_not_limit_cpus(tmp_path):
 
 def test_ctrl_c_keeps_what_was_measured(tmp_path):
     out = tmp_path / "b"
-    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "-o", str(out), "-q"], 4)
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "--trace-cost", "0", "-o", str(out),
+                            "-q"], 3, sampler="ns-detour/")
     assert proc.returncode == 130
     bundle = noisescope.load(out)
     validate(bundle.manifest)
@@ -107,11 +109,9 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path):
 
 def test_sigterm_is_handled_like_ctrl_c(tmp_path):
     out = tmp_path / "b"
-    proc = subprocess.Popen([*CLI, "scan", "--duration", "20s", "--probes", "ftq", "-o",
-                             str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(3)
-    proc.terminate()
-    proc.communicate(timeout=30)
+    proc = interrupted_run([*CLI, "scan", "--duration", "20s", "--probes", "ftq", "-o", str(out),
+                            "-q"], 2, signal.SIGTERM, sampler="ns-ftq/")
+    assert proc.returncode == 130
     bundle = noisescope.load(out)
     assert not bundle.complete and bundle.ftq.rows > 500
 
@@ -140,6 +140,30 @@ def test_inject_command_reports_what_it_did():
     assert done.returncode == 0, done.stderr
     count = int(done.stdout.split()[0])
     assert 450 <= count <= 510, done.stdout
+
+
+def test_inject_for_ends_on_the_clock_when_the_injector_falls_behind(measured_cpu):
+    """1 MHz of 1 ns injections: every wakeup takes longer than the 1 us period, so the
+    injector is always behind its deadlines. --for 1s ends it after a second all the
+    same (it used to catch up with every missed deadline: 20 s at 95% of the CPU)."""
+    from noisescope.probes.inject import Injection, inject
+
+    began = time.monotonic()
+    outcome = inject(Injection(measured_cpu, 1e6, 1, "thread"), 1_000_000_000)
+    elapsed = time.monotonic() - began
+    assert 1.0 <= elapsed < 2.5, elapsed
+    assert 0 < outcome.count <= 1_000_000 * elapsed
+
+
+def test_an_interrupted_inject_exits_130_and_says_what_it_did():
+    proc = subprocess.Popen([*CLI, "inject", "--cpu", "0", "--rate", "100Hz", "--length", "10us"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    proc.send_signal(2)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert int(out.split()[0]) > 0 and "injections" in out
+    assert err.strip().splitlines()[-1].startswith("noisescope: interrupted")
 
 
 def test_version_and_help_end_with_examples():

@@ -61,3 +61,43 @@ def test_timer_tick_is_listed_without_injection(measured_cpu, live_facts):
     tick = [s for s in sources(bundle, "detour") if abs(s["frequency_hz"] - hz) <= 0.01 * hz]
     assert tick, sources(bundle, "detour")
     assert tick[0]["name"] == f"timer tick (HZ={hz})"
+
+
+def test_injected_line_is_found_without_being_told_any_frequency(measured_cpu, tmp_path):
+    """The spectrum is given no known frequency (no injections, no CONFIG_HZ): the
+    strongest periodic source of the detour trace must be the injected one, within
+    one frequency bin of it. 437 Hz is no multiple or alias of the tick or of the
+    host's usual lines here; the pulses are sharp, so their line stands higher above
+    the background than the broad bumps a busy machine adds."""
+    from noisescope.analysis.spectrum import (
+        BIN_NS,
+        detour_pieces,
+        find_sources,
+        mean_periodogram,
+        window_samples,
+    )
+
+    rate_hz = 437.0
+
+    def measure():
+        return scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND, probes=("detour",),
+                                injections=(Injection(measured_cpu, rate_hz, 40_000),), rt=RT),
+                    argv=["test"])
+
+    def blind_sources(bundle):
+        windows = bundle.table("windows")
+        spec = mean_periodogram(detour_pieces(bundle.table("detours"), windows, measured_cpu, None),
+                                BIN_NS, window_samples(windows, measured_cpu, "detour", BIN_NS))
+        return spec, find_sources(spec)  # no known frequencies
+
+    def strongest_is_injected(bundle) -> bool:
+        spec, found = blind_sources(bundle)
+        top = max(found, key=lambda s: s["strength_db"], default=None)
+        return top is not None and abs(top["frequency_hz"] - rate_hz) <= spec.resolution_hz
+
+    bundle = measure_quietly(measure, good=strongest_is_injected, busy=run_delay_fraction)
+    spec, found = blind_sources(bundle)
+    assert found, run_delay_fraction(bundle)
+    top = max(found, key=lambda s: s["strength_db"])
+    assert abs(top["frequency_hz"] - rate_hz) <= spec.resolution_hz, (top, spec.resolution_hz)
+    assert top["name"] is None  # nothing told the spectrum what it is

@@ -17,6 +17,7 @@ from noisescope.trace.scanning import TraceOptions
 
 from ..conftest import FIXTURES
 from ..helpers import assert_usage_error, interrupted_run, measure_quietly
+from ..trace_checks import INJECTOR_OVERHEAD_NS
 from ..unit.test_bundle import validate
 from .test_scan_cli import CLI, run
 from .test_trace import needs_tracefs, our_instances
@@ -93,7 +94,8 @@ def matched(bundle) -> list[int | None]:
 
 def attributed_to_injector(bundle, cpu: int) -> list[bool]:
     """Per matched wakeup: the injector thread, by name, holds at least 95%
-    of the injected time inside the wakeup's span (other noise may add more)."""
+    of the injected time inside the wakeup's span (other noise may add more),
+    and no more than that time plus its own switches around the spin."""
     series, injections = bundle.timerlat, bundle.injections
     causes = bundle.late_wakeup_causes.where(cpu=cpu, cause="thread", detail=f"ns-inject/{cpu}")
     injector_ns = dict(zip(causes.start_ns.tolist(), causes.duration_ns.tolist(), strict=True))
@@ -104,7 +106,8 @@ def attributed_to_injector(bundle, cpu: int) -> list[bool]:
         deadline, wakeup = int(series.wakeup_ns[i] - series.latency_ns[i]), int(series.wakeup_ns[i])
         start = int(injections.start_ns[k])
         inside = min(wakeup, start + int(injections.duration_ns[k])) - max(deadline, start)
-        verdicts.append(injector_ns.get(deadline, 0) >= 0.95 * inside)
+        named = injector_ns.get(deadline, 0)
+        verdicts.append(0.95 * inside <= named <= inside + INJECTOR_OVERHEAD_NS)
     return verdicts
 
 
@@ -144,15 +147,21 @@ def busy(bundle):  # time other tasks took, beyond what we injected
 def test_injected_noise_shows_as_late_wakeups_and_missed_periods(injected_timerlat):
     """The timerlat thread cannot run while the injector spins: it wakes
     right after each spin with a latency of about 3 ms, on the same timeline,
-    and counts the ~29 deadlines it slept through as missed."""
+    and counts the ~29 deadlines it slept through as missed (never more than
+    its latencies say it overslept: check_consistent)."""
     bundle = injected_timerlat
     check_consistent(bundle)
-    found = [int(bundle.timerlat.latency_ns[i]) for i in matched(bundle) if i is not None]
+    found = np.array([int(bundle.timerlat.latency_ns[i]) for i in matched(bundle) if i is not None])
     injections = bundle.injections.rows
-    assert injections >= 35, injections  # 2 s at 20 Hz
+    assert 35 <= injections <= 41, injections  # 2 s at 20 Hz
     assert len(found) >= 0.95 * injections, (len(found), injections, busy(bundle))
-    # each of them slept through the ~29 deadlines inside the spin
-    assert min(found) >= LENGTH_NS - 2 * INTERVAL_NS, sorted(found)[:5]
+    # The deadline of a matched wakeup lies within an interval of the spin's
+    # start, and the thread gets the CPU back right after the spin's end (the
+    # switch takes tens of us here): a latency of the length +- an interval,
+    # with another interval of slack on either side (for the switch, on the
+    # high side; a late one, delayed by other noise too, now and then).
+    assert found.min() >= LENGTH_NS - 2 * INTERVAL_NS, np.sort(found)[:5]
+    assert np.mean(found <= LENGTH_NS + 2 * INTERVAL_NS) >= 0.95, np.sort(found)[-5:]
     per_injection = LENGTH_NS // INTERVAL_NS - 1
     s = bundle.summaries["timerlat"][0]
     assert s["missed"] >= 0.95 * len(found) * per_injection, (s["missed"], len(found))
@@ -170,9 +179,10 @@ def test_late_wakeups_are_explained_by_the_injector(injected_timerlat, measured_
     assert row["threshold_ns"] == 1_000_000 and row["wakeups"] == bundle.late_wakeups.rows
     name = f"ns-inject/{measured_cpu}"
     injector = [c for c in row["causes"] if (c["cause"], c["detail"]) == ("thread", name)]
-    assert injector and injector[0]["count"] >= sum(verdicts)
+    # it delayed one wakeup per injection: the one after its spin
+    assert injector and sum(verdicts) <= injector[0]["count"] <= bundle.injections.rows
     primary = bundle.late_wakeups.where(cause="thread", cause_detail=name)
-    assert primary.rows >= 0.9 * len(verdicts)  # most are mainly its doing
+    assert 0.9 * len(verdicts) <= primary.rows <= bundle.injections.rows  # mainly its doing
     # the wakeup's own timer interrupt is told apart from other timers
     labels = {(c["cause"], c["detail"]) for c in row["causes"]}
     assert ("timer", "hrtimer_wakeup (own)") in labels, labels
@@ -228,7 +238,8 @@ def test_without_privileges_timerlat_runs_at_normal_priority(tmp_path):
 
 def test_ctrl_c_keeps_the_latencies_measured(tmp_path):
     out = tmp_path / "b"
-    proc = interrupted_run([*CLI, "timerlat", "-D", "30s", "-o", str(out), "-q"], 3)
+    proc = interrupted_run([*CLI, "timerlat", "-D", "30s", "-o", str(out), "-q"], 2,
+                           sampler="ns-timerlat/")
     assert proc.returncode == 130
     bundle = noisescope.load(out)
     validate(bundle.manifest)

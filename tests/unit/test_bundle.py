@@ -1,6 +1,7 @@
 import json
 import os
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -119,9 +120,14 @@ def results_of_a_scan() -> dict[str, Table]:
                           "duration_ns": np.array([1000, 2000, 1500]),
                           "cause": np.array(["tick", "irq", "tick"], dtype=object),
                           "trace_events": np.array([3, 0, 2], np.int32)}),
-        "gap_histogram": Table({"lower_ticks": np.array([128, 256], np.uint64),
+        "gap_histogram": Table({"cpu": np.array([0, 0], np.int32),
+                                "lower_ticks": np.array([128, 256], np.uint64),
+                                "upper_ticks": np.array([256, 512], np.uint64),
+                                "lower_ns": np.array([49, 98]), "upper_ns": np.array([98, 197]),
                                 "count": np.array([7, 1])}),
-        "spectrum": Table({"series": np.array(["ftq", "ftq"], dtype=object),
+        "spectrum": Table({"cpu": np.array([0, 0], np.int32),
+                           "series": np.array(["ftq", "ftq"], dtype=object),
+                           "frequency_hz": np.array([250.0, 500.0]),
                            "power": np.array([0.5, 1e-9])}),
         "injections": Table(),
     }
@@ -165,22 +171,57 @@ def test_a_parked_table_comes_back_with_its_strings_shared():
         assert parked.to_arrow().equals(table.to_arrow())
 
 
-def test_a_failed_write_keeps_the_released_tables(tmp_path, monkeypatch):
+def no_space_under(directory):
+    """A _write_table that fails like a full disk for files under `directory`."""
     import noisescope.bundle as bundle_module
 
-    bundle = Bundle(minimal_manifest(), results_of_a_scan())
-    written = []
+    real = bundle_module._write_table
 
-    def fail_on_the_second(table, path):
-        if written:
+    def write_table(table, path):
+        if directory in path.parents:
             raise OSError(28, "No space left on device")
-        written.append(path)
+        real(table, path)
+    return write_table
 
-    monkeypatch.setattr(bundle_module, "_write_table", fail_on_the_second)
-    with pytest.raises(OSError):
-        bundle.write(tmp_path / "b", release_tables=True)
-    assert os.listdir(tmp_path) == []  # no partial directory, no parked files
-    assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
+
+def test_a_failed_write_keeps_the_measurement_elsewhere_and_says_where(tmp_path, monkeypatch):
+    import noisescope.bundle as bundle_module
+
+    full, spare = tmp_path / "full", tmp_path / "spare"
+    full.mkdir()
+    spare.mkdir()
+    monkeypatch.setattr(bundle_module, "_write_table", no_space_under(full))
+    monkeypatch.setattr(bundle_module, "_rescue_directories", lambda destination: [spare])
+    bundle = Bundle(minimal_manifest(), results_of_a_scan())
+    with pytest.raises(UsageError) as refused:
+        bundle.write(full / "b", release_tables=True)
+    message = str(refused.value)
+    assert message.startswith(f"cannot write the bundle {full / 'b'}: No space left on device;")
+    assert os.listdir(full) == []  # no partial directory, no parked files
+    [kept] = spare.iterdir()
+    assert f"the measurement is kept at {kept};" in message and "\n" not in message
+    rescued = noisescope.load(kept)
+    assert rescued.complete and bundle.path == kept
+    assert rescued.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]
+    assert sorted(rescued.table_names) == sorted(results_of_a_scan())
+    validate(rescued.manifest)
+
+
+def test_a_write_that_fails_everywhere_says_the_measurement_is_lost(tmp_path, monkeypatch):
+    import noisescope.bundle as bundle_module
+
+    monkeypatch.setattr(bundle_module, "_write_table", no_space_under(tmp_path))
+    monkeypatch.setattr(bundle_module, "_rescue_directories",
+                        lambda destination: [tmp_path / "a", tmp_path / "b"])
+    for name in "ab":
+        (tmp_path / name).mkdir()
+    bundle = Bundle(minimal_manifest(), results_of_a_scan())
+    with pytest.raises(UsageError, match=r"keeping it elsewhere failed too \(.*/a: No space left on "
+                                         r"device; .*/b: No space left on device\): the measurement "
+                                         r"is lost"):
+        bundle.write(tmp_path / "out", release_tables=True)
+    assert [list(d.iterdir()) for d in (tmp_path / "a", tmp_path / "b")] == [[], []]
+    assert bundle.table("detours")["duration_ns"].tolist() == [1000, 2000, 1500]  # still in memory
 
 
 def test_a_manifest_that_cannot_be_written_keeps_the_released_tables_and_says_why(tmp_path):
@@ -199,7 +240,7 @@ def test_a_stored_table_is_written_when_first_needed(tmp_path):
 
     calls = []
 
-    def write_file():
+    def write_file(give_up):
         calls.append(1)
         pq.write_table(Table({"x": np.arange(3)}).to_arrow(), tmp_path / "late.parquet")
 
@@ -208,3 +249,107 @@ def test_a_stored_table_is_written_when_first_needed(tmp_path):
     Bundle(minimal_manifest(), {"late": stored, "again": stored}).write(tmp_path / "b")
     assert calls == [1]  # written once, copied twice
     assert noisescope.load(tmp_path / "b").table("again")["x"].tolist() == [0, 1, 2]
+
+
+# -- loading checks the manifest against the schema, and every table's file --------------
+
+def written(tmp_path, manifest=None, tables=None):
+    tables = tables if tables is not None else {
+        "timerlat_histogram": Table({"cpu": np.array([0], np.int32), "lower_ns": np.array([0]),
+                                     "upper_ns": np.array([1000]), "count": np.array([5])})}
+    return Bundle(manifest or minimal_manifest(), tables).write(tmp_path / "b")
+
+
+def edit_manifest(path, change):
+    manifest = json.loads((path / "manifest.json").read_text())
+    change(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m.update(kind="spaceship"), "$.kind"),
+    (lambda m: m.update(host={"x": 1}), "$.host"),
+    (lambda m: m["summaries"].update(timerlat="oops"), "$.summaries.timerlat"),
+    (lambda m: m["summaries"].update(other=[{"cpu": 0, "max_ns": "long"}]), "'long'"),
+    (lambda m: m.update(complete="yes"), "$.complete"),
+    (lambda m: m.update(schema_version="1"), "$.schema_version"),
+    (lambda m: m["tables"]["timerlat_histogram"].update(file="../../../../etc/passwd"), "file"),
+])
+def test_a_manifest_of_the_wrong_shape_is_refused_by_load(tmp_path, change, words):
+    path = written(tmp_path)
+    edit_manifest(path, change)
+    with pytest.raises(UsageError) as error:
+        noisescope.load(path)
+    assert "manifest.json is corrupt" in str(error.value) and words in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_scan_manifest_needs_a_list_of_cpus(tmp_path):
+    manifest = {**minimal_manifest(), "kind": "fleet", "parameters": {
+        "cpus": "all", "duration_ns": 1, "probes": [], "ranks": 1}, "summaries": {"ranks": []}}
+    manifest.pop("source")
+    with pytest.raises(UsageError, match=r"\$\.parameters\.cpus"):
+        noisescope.load(Bundle(manifest).write(tmp_path / "b"))
+
+
+def _rewrite(path, name, arrow):
+    import pyarrow.parquet as pq
+
+    pq.write_table(arrow, path / f"{name}.parquet")
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda p: (p / "timerlat_histogram.parquet").unlink(), "is missing"),
+    (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
+                (p / "timerlat_histogram.parquet").mkdir()), "is not a file"),
+    (lambda p: (p / "timerlat_histogram.parquet").write_bytes(b"PAR1garbage"), "is unreadable"),
+    (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
+                (p / "timerlat_histogram.parquet").symlink_to("/etc/passwd")), "outside"),
+    (lambda p: _rewrite(p, "timerlat_histogram", pa.table({"x": [1]})), "the manifest says"),
+    (lambda p: _rewrite(p, "timerlat_histogram", pa.table({
+        "cpu": [0, 0], "lower_ns": [0, 1], "upper_ns": [1, 2], "count": [1, 1]})),
+     "the manifest says 1 rows"),
+])
+def test_a_damaged_table_is_refused_by_load_naming_its_file(tmp_path, damage, words):
+    path = written(tmp_path)
+    damage(path)
+    with pytest.raises(UsageError) as error:
+        noisescope.load(path)
+    assert "timerlat_histogram.parquet" in str(error.value) and words in str(error.value)
+
+
+def test_a_table_must_hold_the_columns_and_types_its_readers_use(tmp_path):
+    columns = {"cpu": pa.array(["zero"]), "lower_ns": [0], "upper_ns": [1], "count": [5]}
+    path = written(tmp_path)
+    _rewrite(path, "timerlat_histogram", pa.table(columns))
+    with pytest.raises(UsageError, match="column cpu of table timerlat_histogram holds string"):
+        noisescope.load(path)
+    columns["cpu"] = pa.array([0], pa.int32())
+    del columns["count"]
+    _rewrite(path, "timerlat_histogram", pa.table(columns))
+    edit_manifest(path, lambda m: m["tables"]["timerlat_histogram"].update(
+        columns=["cpu", "lower_ns", "upper_ns"]))
+    with pytest.raises(UsageError, match="has no column count"):
+        noisescope.load(path)
+
+
+def test_an_empty_table_without_columns_loads(tmp_path):
+    path = written(tmp_path, tables={"injections": Table()})
+    assert noisescope.load(path).table("injections").rows == 0
+
+
+OLD_BUNDLES = sorted(p for p in (Path(__file__).parents[1] / "fixtures" / "bundles").iterdir()
+                     if p.is_dir())
+
+
+@pytest.mark.parametrize("path", OLD_BUNDLES, ids=[p.name for p in OLD_BUNDLES])
+def test_bundles_of_earlier_versions_load_and_show(path, capsys):
+    """Written by earlier noisescope versions of this schema (the commit is in the
+    name; tests/fixtures/bundles/README.md): they pass the checks and print."""
+    from noisescope.cli.main import main
+
+    bundle = noisescope.load(path)
+    for name in bundle.table_names:
+        bundle.table(name)
+    assert main(["show", str(path)]) == 0
+    assert "Traceback" not in capsys.readouterr().err

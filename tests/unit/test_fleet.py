@@ -122,7 +122,7 @@ def test_compare_fleets_with_nodes_as_units_as_rows_and_against_each_other():
     result = compare([before, after], metrics=["noise_pct"])
     row = result.row("detour", "noise_pct", "after")
     assert row.stats.n == 6  # one value per node
-    assert row.change.change_pct < -40 and row.change.verdict == "better"
+    assert row.change.change < -40 and row.change.verdict == "better"
     per_node = compare([before, after], metrics=["noise_pct"], per_node=True)
     assert per_node.workloads == [f"detour n{i}" for i in range(6)]
     assert per_node.row("detour n2", "noise_pct", "after").stats.mean == pytest.approx(0.6)

@@ -14,6 +14,7 @@ from noisescope.errors import UsageError
 from noisescope.experiment import Configuration
 from noisescope.host import read_host_facts
 from noisescope.knobs import KnobJournal, restore_leftovers
+from noisescope.leftovers import identity, process_start
 from noisescope.placement import Placement, choose_cpus, domains
 from noisescope.smt import SmtSwitch, first_threads, without_smt
 
@@ -34,7 +35,9 @@ def test_changes_are_journalled_before_they_are_made_and_restored_in_reverse(tmp
         journal.change(b, "off")
         journal.change(a, "5")  # a second change keeps the first original
         saved = json.loads(journal.path.read_text())
-        assert [(c["path"], c["restore"]) for c in saved] == [(str(a), "1"), (str(b), "on")]
+        assert [(c["path"], c["restore"]) for c in saved["changes"]] == [(str(a), "1"),
+                                                                         (str(b), "on")]
+        assert saved["owner"]["pid"] == os.getpid()
         assert a.read_text() == "5" and b.read_text() == "off"
     assert a.read_text() == "1" and b.read_text() == "on"
     assert not journal.path.exists()
@@ -53,13 +56,21 @@ def test_the_next_run_restores_what_a_dead_run_changed(tmp_path):
     child.wait()  # its pid is that of a process that is gone
     folder = tmp_path / "journals"
     folder.mkdir()
-    dead = folder / f"journal-smt-{child.pid}.json"
-    dead.write_text(json.dumps([{"path": str(a), "value": "changed", "restore": "original"}]))
-    alive = folder / f"journal-smt-{os.getppid()}.json"  # a live process: left alone
-    alive.write_text(json.dumps([{"path": str(a), "value": "x", "restore": "not this"}]))
+    me = identity()
+
+    def journal(pid: int, owner: dict, restore: str):
+        (folder / f"journal-smt-{pid}.json").write_text(json.dumps(
+            {"owner": owner, "changes": [{"path": str(a), "value": "x", "restore": restore}]}))
+        return folder / f"journal-smt-{pid}.json"
+
+    dead = journal(child.pid, {**me, "pid": child.pid, "start": 1}, "original")
+    alive = journal(os.getppid(), {**me, "pid": os.getppid(),
+                                   "start": process_start(os.getppid())}, "not this")
+    elsewhere = journal(1, {**me, "pid": 1, "boot_id": "", "host": "another-machine"}, "nor this")
     restored, failed = restore_leftovers(folder)
     assert restored == [f"{a} = original"] and failed == []
-    assert a.read_text() == "original" and not dead.exists() and alive.exists()
+    assert a.read_text() == "original" and not dead.exists()
+    assert alive.exists() and elsewhere.exists()
 
 
 def test_smt_is_switched_only_when_it_changes_and_a_configuration_without_it_gets_the_original(

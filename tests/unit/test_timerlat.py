@@ -76,7 +76,7 @@ def test_cpu_latency_request_holds_the_value_while_open(tmp_path):
         assert outcome == "0 us while measuring"
         assert struct.unpack("i", device.read_bytes()) == (0,)
     with cpu_latency_request(None, str(device)) as outcome:
-        assert outcome == "not requested"
+        assert outcome == "not held"
     with cpu_latency_request(5, str(tmp_path / "missing")) as outcome:
         assert outcome.startswith("skipped")
 

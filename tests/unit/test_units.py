@@ -89,3 +89,87 @@ def test_noise_spec():
 def test_noise_spec_rejects(text):
     with pytest.raises(UsageError):
         parse_noise_spec(text)
+
+
+# -- bounds: every parser refuses what no command can use, before allocating for it --
+
+@pytest.mark.parametrize("text", ["1e300s", "9000h", "1e400", "99999999999999999999999h",
+                                  1e300, -1.0])
+def test_durations_beyond_the_maximum_or_negative_are_refused(text):
+    with pytest.raises(UsageError, match="--for"):
+        parse_duration(text, what="--for")
+
+
+def test_the_longest_duration_is_366_days():
+    from noisescope.units import MAX_DURATION_NS
+
+    assert parse_duration("8784h") == MAX_DURATION_NS == 366 * 24 * 3600 * 10**9
+    with pytest.raises(UsageError, match="too long"):
+        parse_duration("8784.001h")
+
+
+@pytest.mark.parametrize("text", ["0-999999999999999", "99999999999999999999999", "8192",
+                                  "0,8192", "0-8192"])
+def test_cpu_numbers_beyond_the_kernels_limit_are_refused_before_expanding(text):
+    with pytest.raises(UsageError, match="beyond the largest possible"):
+        parse_cpu_list(text)
+
+
+def test_the_largest_cpu_number_and_another_limit():
+    assert parse_cpu_list("8190-8191") == (8190, 8191)
+    assert parse_cpu_list("0-3", limit=4) == (0, 1, 2, 3)
+    with pytest.raises(UsageError, match="ranks"):
+        parse_cpu_list("4", what="ranks", limit=4)
+
+
+@pytest.mark.parametrize("text", ["2^999999", "2^64", pytest.param("9" * 5000, id="5000 digits"),
+                                  "17M"])
+def test_counts_beyond_the_maximum_are_refused(text):
+    from noisescope.units import parse_count
+
+    with pytest.raises(UsageError, match="too large"):
+        parse_count(text, what="--procs", maximum=16 << 20)
+
+
+def test_counts_up_to_the_maximum_are_read():
+    from noisescope.units import parse_count, parse_count_list
+
+    assert parse_count("2^24", maximum=1 << 24) == 1 << 24
+    assert parse_count_list("2,16M", maximum=16 << 20) == (2, 16 << 20)
+
+
+@pytest.mark.parametrize("text", ["100000G", "1e400", "1e400G"])
+def test_sizes_beyond_the_maximum_are_refused(text):
+    from noisescope.units import parse_size_kib
+
+    with pytest.raises(UsageError, match="too large"):
+        parse_size_kib(text, what="--trace-buffer", maximum_kib=1 << 20)
+
+
+def test_size_formats_read_back_rounded_down():
+    from noisescope.units import format_size_kib, parse_size_kib
+
+    assert format_size_kib(65536) == "64M" and format_size_kib(5.56 * (1 << 20)) == "5.5G"
+    assert parse_size_kib(format_size_kib(5.56 * (1 << 20))) <= 5.56 * (1 << 20)
+
+
+@pytest.mark.parametrize("text", ["2GHz", "1e300Hz", "1e10"])
+def test_rates_above_a_gigahertz_are_refused(text):
+    with pytest.raises(UsageError, match="too high"):
+        parse_rate(text)
+
+
+def test_noise_that_takes_the_whole_cpu_is_refused_however_it_is_given():
+    from noisescope.units import parse_noise
+
+    with pytest.raises(UsageError, match="whole CPU"):
+        parse_noise("1kHz", "2ms", rate_what="--rate", length_what="--length")
+    with pytest.raises(UsageError, match="whole CPU"):
+        parse_noise_spec("1MHz:1us")
+    assert parse_noise("1kHz", "20us") == (1000.0, 20_000)
+
+
+def test_long_durations_are_shown_in_hours_or_days():
+    assert format_duration(3_600 * 10**9) == "1 h"
+    assert format_duration(8784 * 3_600 * 10**9) == "366 d"
+    assert format_duration(999 * 10**9) == "999 s"

@@ -28,7 +28,7 @@ static void clock_pair(uint64_t *mono_ns, uint64_t *ticks)
         uint64_t before = ns_ticks();
         uint64_t mono = ns_mono_ns(CLOCK_MONOTONIC_RAW);
         uint64_t after = ns_ticks();
-        if (after - before < tightest) {
+        if (i == 0 || after - before < tightest) {
             tightest = after - before;
             *mono_ns = mono;
             *ticks = before + (after - before) / 2;
@@ -42,5 +42,9 @@ double ns_calibrate_ticks_per_ns(uint64_t duration_ns)
     clock_pair(&mono0, &ticks0);
     ns_sleep_until(ns_mono_ns(CLOCK_MONOTONIC) + duration_ns);
     clock_pair(&mono1, &ticks1);
+    /* A clock that stood still (a coarse clock over a short duration) or went
+     * back gives no rate; 0 says so instead of dividing by zero or wrapping. */
+    if (mono1 <= mono0 || ticks1 <= ticks0)
+        return 0.0;
     return (double)(ticks1 - ticks0) / (double)(mono1 - mono0);
 }

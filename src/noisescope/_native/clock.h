@@ -12,8 +12,16 @@
 #include <time.h>
 
 /* NS_FORCE_MONOTONIC builds the portable clock on x86 too (the tests use it
- * to check that everything works without a TSC). */
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(NS_FORCE_MONOTONIC)
+ * to check that everything works without a TSC). NS_SCRIPTED_CLOCK leaves
+ * both clocks to the program linked with the core (the tests' harness,
+ * tests/unit/native_harness.c, feeds it readings no real clock would give). */
+#if defined(NS_SCRIPTED_CLOCK)
+#define NS_HAVE_TSC 0
+uint64_t ns_scripted_ticks(void);
+uint64_t ns_scripted_mono_ns(clockid_t clock);
+static inline uint64_t ns_ticks(void) { return ns_scripted_ticks(); }
+static inline void ns_relax(void) {}
+#elif (defined(__x86_64__) || defined(__i386__)) && !defined(NS_FORCE_MONOTONIC)
 #include <x86intrin.h>
 #define NS_HAVE_TSC 1
 static inline uint64_t ns_ticks(void) { return __rdtsc(); }
@@ -31,9 +39,13 @@ static inline void ns_relax(void) {}
 
 static inline uint64_t ns_mono_ns(clockid_t clock)
 {
+#if defined(NS_SCRIPTED_CLOCK)
+    return ns_scripted_mono_ns(clock);
+#else
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
 }
 
 /* Sleeps until an absolute CLOCK_MONOTONIC time, through signal interruptions. */

@@ -37,6 +37,10 @@ uint64_t ns_detour_window(struct ns_detour *d, uint64_t prev, uint64_t end,
         prev = now;
         if (__builtin_expect(gap < NS_HIST_FLOOR, 1)) {
             short_gaps++;
+        } else if (unlikely((int64_t)gap < 0)) {
+            /* The clock stepped back (now < prev): no gap at all, let alone
+             * one of nearly 2^64 ticks. Counted so that it is not silent. */
+            d->clock_backwards++;
         } else {
             d->histogram[ns_hist_bucket(gap)]++;
             if (gap > d->max_gap)

@@ -122,9 +122,17 @@ static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed 
             get_series(dict, "length", b, &d->length) < 0 ||
             get_series(dict, "histogram", b, &histogram) < 0)
             return -1;
-        if (histogram.capacity != NS_HIST_BINS || d->start.capacity != d->length.capacity ||
-            d->threshold == 0) {
-            PyErr_SetString(PyExc_ValueError, "native run: bad detour buffers or threshold");
+        if (histogram.capacity != NS_HIST_BINS || d->start.capacity != d->length.capacity) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad detour buffers");
+            return -1;
+        }
+        /* The loop only counts gaps below the histogram floor (detour.c): a
+         * threshold or Hourglass cut under it would silently miss gaps. */
+        if (d->threshold < NS_HIST_FLOOR || d->hourglass_cut < NS_HIST_FLOOR - 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "native run: threshold_ticks must be at least %u and hourglass_ticks "
+                         "at least %u (the loop records no shorter gap)",
+                         NS_HIST_FLOOR, NS_HIST_FLOOR - 1);
             return -1;
         }
         d->histogram = histogram.data;
@@ -249,6 +257,7 @@ static PyObject *thread_result(const struct ns_thread *t)
         SET_U64(r, "max_gap_ticks", t->probe.detour.max_gap);
         SET_U64(r, "resolution_ticks", t->probe.detour.resolution);
         SET_U64(r, "hourglass_gaps", t->probe.detour.hourglass_gaps);
+        SET_U64(r, "clock_backwards", t->probe.detour.clock_backwards);
         break;
     case NS_PROBE_FTQ:
         SET_U64(r, "stored", t->probe.ftq.stored);
@@ -366,6 +375,10 @@ static PyObject *native_run(PyObject *self, PyObject *args)
             get_series(spec, "window_end", &b, &t->window_end) < 0 ||
             parse_probe(kind, spec, &b, t) < 0)
             goto done;
+        if (t->window_start.capacity != t->window_end.capacity) {
+            PyErr_SetString(PyExc_ValueError, "native run: window buffers differ in length");
+            goto done;
+        }
         PyObject *inject = PyDict_GetItemString(spec, "inject");
         if (inject != NULL && inject != Py_None) {
             if (!PyDict_Check(inject) || parse_injection(inject, &b, &signal_injections[i]) < 0) {
@@ -434,6 +447,11 @@ static PyObject *native_calibrate(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     rate = ns_calibrate_ticks_per_ns(duration_ns);
     Py_END_ALLOW_THREADS
+    if (rate <= 0.0)
+        return PyErr_Format(PyExc_RuntimeError,
+                            "calibration: the tick counter or CLOCK_MONOTONIC_RAW did not move "
+                            "forward over %llu ns",
+                            duration_ns);
     return PyFloat_FromDouble(rate);
 }
 

@@ -33,13 +33,14 @@ struct ns_series {
  * at or above `threshold` are stored as (start, length). */
 struct ns_detour {
     uint64_t threshold;     /* ticks */
-    uint64_t hourglass_cut; /* ticks; Hourglass counts gaps above 1000 cycles */
+    uint64_t hourglass_cut; /* ticks; Hourglass counts the gaps above it (1 us) */
     uint64_t rare_cut;      /* gaps above this take the slow path (set by the runner) */
     struct ns_series start, length;
     uint64_t *histogram; /* NS_HIST_BINS counters */
     /* results */
     size_t stored;
     uint64_t detours, overflow, lost_ticks, max_gap, hourglass_gaps;
+    uint64_t clock_backwards; /* steps where the clock read less than before */
     uint64_t resolution; /* ns_loop_resolution_ticks() on this CPU before the run */
 };
 
@@ -153,14 +154,23 @@ uint64_t ns_timerlat_window(struct ns_timerlat *tl, uint64_t begin_mono, uint64_
 /* Helpers used before measuring. */
 uint64_t ns_loop_resolution_ticks(uint64_t duration_ticks);
 uint64_t ns_min_work_ticks(uint64_t units, uint64_t unit_iters, unsigned repetitions);
+/* Ticks per ns against CLOCK_MONOTONIC_RAW; 0 when either clock did not move forward. */
 double ns_calibrate_ticks_per_ns(uint64_t duration_ns);
 
-/* Injection in signal mode (inject.c). */
+/* Injection in signal mode (inject.c). The handler is shared by every run
+ * going on in the process: install it before a run's timers, release it
+ * after (the last release puts back what was there before). */
 int ns_injection_signal(void);
-int ns_signal_injection_install(struct sigaction *saved);
-void ns_signal_injection_restore(const struct sigaction *saved);
-int ns_signal_injection_arm(struct ns_injection *inj, pid_t tid, uint64_t start_mono_ns,
-                            timer_t *timer);
+int ns_signal_injection_install(void);
+void ns_signal_injection_release(void);
+struct ns_armed_injection {
+    timer_t timer;
+    uintptr_t key; /* the handler's way back to the injection */
+};
+/* Called on thread `tid` itself; returns NULL or the failed stage (errno set). */
+const char *ns_signal_injection_arm(struct ns_injection *inj, pid_t tid, uint64_t start_mono_ns,
+                                    struct ns_armed_injection *armed);
+void ns_signal_injection_disarm(struct ns_armed_injection *armed);
 /* Thread-mode injector body, called on its own pinned thread. */
 void ns_thread_injection_loop(struct ns_injection *inj, uint64_t start_mono_ns,
                               uint64_t end_mono_ns, volatile int64_t *stop);

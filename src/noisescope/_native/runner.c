@@ -219,7 +219,7 @@ static void run_windows(struct ns_thread *t, size_t index, const struct ns_sched
             begin = ns_ticks();
         }
         last_end = measure_window(t, s, w, begin, control->stop);
-        if (w < t->window_start.capacity) {
+        if (w < t->window_start.capacity && w < t->window_end.capacity) {
             t->window_start.data[w] = begin;
             t->window_end.data[w] = last_end;
         }
@@ -287,21 +287,19 @@ static void *sampler_main(void *opaque)
     if (!gate_pass(&run->gate) || t->error != 0)
         return NULL;
 
-    timer_t timer;
-    int armed = 0;
+    struct ns_armed_injection armed;
     if (t->signal_injection != NULL) {
-        int error = ns_signal_injection_arm(t->signal_injection, t->tid,
-                                            run->schedule.start_mono_ns, &timer);
-        if (error != 0) {
-            t->error = error;
-            t->error_stage = "timer_create(SIGEV_THREAD_ID)";
+        const char *stage = ns_signal_injection_arm(t->signal_injection, t->tid,
+                                                    run->schedule.start_mono_ns, &armed);
+        if (stage != NULL) {
+            t->error = errno;
+            t->error_stage = stage;
             return NULL;
         }
-        armed = 1;
     }
     run_windows(t, arg->index, &run->schedule, run->control);
-    if (armed)
-        timer_delete(timer);
+    if (t->signal_injection != NULL)
+        ns_signal_injection_disarm(&armed);
 
     struct thread_usage after = read_usage();
     t->run_delay_ns = after.run_delay_ns - before.run_delay_ns;
@@ -361,8 +359,8 @@ int ns_run(struct ns_thread *threads, size_t nthreads, struct ns_injection *inje
     int uses_signals = 0;
     for (size_t i = 0; i < nthreads; i++)
         uses_signals |= threads[i].signal_injection != NULL;
-    struct sigaction saved;
-    int error = uses_signals ? ns_signal_injection_install(&saved) : 0;
+    int error = uses_signals ? ns_signal_injection_install() : 0;
+    int installed = uses_signals && error == 0;
 
     size_t created = 0;
     for (; error == 0 && created < total; created++) {
@@ -384,8 +382,8 @@ int ns_run(struct ns_thread *threads, size_t nthreads, struct ns_injection *inje
     gate_open(&run.gate, error == 0);
     for (size_t i = 0; i < created; i++)
         pthread_join(handles[i], NULL);
-    if (uses_signals)
-        ns_signal_injection_restore(&saved);
+    if (installed)
+        ns_signal_injection_release();
     free(handles);
     free(args);
     return error;

@@ -10,27 +10,25 @@ run are autocorrelated):
 A configuration is a bundle's label (or its directory name), joined with
 the configuration name inside an experiment ("vm/packed"). For every
 workload and metric, each configuration gets n, mean, standard deviation,
-median, min, max (p99 from 100 runs on) and, against the baseline: the
-change of the mean in %, its bootstrap 95% confidence interval, a
-two-sided Mann-Whitney U p-value, and the Benjamini-Hochberg adjusted
-p-value (q) over all comparisons made; "not significant" where q >= alpha.
+median, min, max (p99 from 100 runs on) and, against the baseline, one story
+told by one test (analysis/shift.py): a two-sided Mann-Whitney U p-value,
+its Hodges-Lehmann change (the median of the ratios new/baseline over all
+pairs of runs, in %; a difference in the metric's unit where a value is <= 0,
+and in percentage points for shares) and the test's own confidence interval
+of that change; the Benjamini-Hochberg adjusted p-value (q) over all
+comparisons made; and a verdict, "not significant" unless q < alpha.
 
-The bootstrap is a vectorised percentile bootstrap of the ratio of the two
-means, each group resampled on its own; deviations from the group mean are
-first scaled by sqrt(n / (n - 1)) so that the bootstrap variance matches the
-unbiased one (the plain percentile interval is too narrow for 5-10 runs).
-Resampling costs runs x resamples per group; for groups of more than
-EXACT_RESAMPLING_MAX runs the resampled means are drawn from their normal
-limit instead (the same mean and variance; the central limit theorem makes
-the shape difference negligible there), which keeps 100 bundles of 1000
-runs within a second or two.
+The intervals are at the level 1 - alpha x max(R, 1) / m, for R significant
+comparisons out of m (Benjamini & Yekutieli's false-coverage-rate intervals:
+95% for a single comparison), which is the level at which the rank test's
+interval excludes 0 exactly where q < alpha: a change is never called
+significant with an interval that holds 0, nor the other way round.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -39,12 +37,9 @@ import numpy as np
 from ..bundle import SCHEMA_VERSION, Bundle
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
+from .shift import RankTest, Shift, hodges_lehmann, rank_tests
 
 ALPHA = 0.05
-CONFIDENCE = 0.95
-RESAMPLES = 4000
-RESAMPLE_CHUNK = 4_000_000  # resampled values held in memory at once
-EXACT_RESAMPLING_MAX = 200  # runs per group; above, the normal limit of the resampled means
 P99_MIN_RUNS = 100
 FEW_RUNS = 5
 READABLE_SCHEMAS = range(1, SCHEMA_VERSION + 1)
@@ -56,8 +51,8 @@ class MetricInfo:
     title: str  # for people (wall, noise %, tps)
     unit: str  # ns, KiB, /s, %, count or ""
     better: str | None = "lower"  # lower, higher or None (no direction)
-    # Changes as differences of the means (percentage points) rather than
-    # ratios: for shares whose baseline can be 0.
+    # Changes as differences (percentage points) rather than ratios: for shares
+    # whose baseline can be 0.
     difference: bool = False
 
 
@@ -134,14 +129,16 @@ class GroupStats:
 class Change:
     """A configuration against the baseline, for one workload and metric."""
 
-    change_pct: float | None  # change of the mean, % of the baseline mean (or pp, see change_unit)
-    ci_low_pct: float | None
-    ci_high_pct: float | None
+    change: float | None  # Hodges-Lehmann estimate, in change_unit
+    ci_low: float | None  # the rank test's interval of it (None: too few runs for its level)
+    ci_high: float | None
     p_value: float | None  # two-sided Mann-Whitney U
     q_value: float | None  # Benjamini-Hochberg over all comparisons
-    significant: bool
+    significant: bool  # q < alpha (and so the interval excludes 0)
     verdict: str  # "not significant", "worse", "better", "higher", "lower", "too few runs"
-    change_unit: str = "%"  # change and CI: "%" of the baseline mean, or "pp" (difference of the means)
+    # "%": relative (the median ratio new/baseline - 1); else a difference in the
+    # metric's unit ("pp" for shares)
+    change_unit: str = "%"
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -176,6 +173,19 @@ class Row:
         return data
 
 
+METHOD = {
+    "test": "Mann-Whitney U, two-sided (exact null distribution for groups of up to 8 runs "
+            "without ties, else normal with tie and continuity corrections)",
+    "change": "Hodges-Lehmann estimate: the median over all pairs of runs of the ratio "
+              "new/baseline (change_unit %), or of the difference where a value is <= 0 or for "
+              "shares (the metric's unit; pp)",
+    "interval": "the Mann-Whitney confidence interval of the change (the changes the test does "
+                "not reject), at 1 - alpha x max(R, 1) / m for R significant of m comparisons "
+                "(Benjamini-Yekutieli): it excludes 0 exactly where q < alpha",
+    "correction": "Benjamini-Hochberg over all comparisons",
+}
+
+
 @dataclass
 class Comparison:
     baseline: str | None
@@ -184,8 +194,7 @@ class Comparison:
     sources: list[dict]
     warnings: list[Diagnostic]
     alpha: float = ALPHA
-    confidence: float = CONFIDENCE
-    resamples: int = RESAMPLES
+    confidence: float = 1 - ALPHA  # the level of every interval (see interval_level)
 
     @property
     def workloads(self) -> list[str]:
@@ -203,10 +212,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"baseline": self.baseline, "configurations": self.configurations,
-                "alpha": self.alpha, "confidence": self.confidence, "resamples": self.resamples,
-                "method": {"test": "Mann-Whitney U, two-sided",
-                           "correction": "Benjamini-Hochberg over all comparisons",
-                           "interval": "percentile bootstrap of the ratio of means"},
+                "alpha": self.alpha, "confidence": self.confidence, "method": METHOD,
                 "sources": self.sources, "rows": [r.to_dict() for r in self.rows],
                 "warnings": [w.to_dict() for w in self.warnings]}
 
@@ -400,48 +406,35 @@ def _is_number(value: object) -> bool:
 
 # -- statistics -------------------------------------------------------------------
 
-def _seed(seed: int, key: tuple[str, ...]) -> np.random.Generator:
-    """A generator per group that does not depend on the order of the groups."""
-    return np.random.default_rng([seed, zlib.crc32("\0".join(key).encode())])
+def interval_level(alpha: float, significant: int, tests: int) -> float:
+    """The level of every interval: 1 - alpha x max(R, 1) / m for R significant out of
+    m tests (Benjamini & Yekutieli 2005: false coverage rate alpha over the selected
+    changes). Benjamini-Hochberg calls a test significant exactly when its p-value is
+    below alpha x R / m, so at this level a test-inverting interval excludes 0 exactly
+    for the significant ones; 1 - alpha for a single comparison."""
+    return 1 - alpha * max(significant, 1) / max(tests, 1)
 
 
-def bootstrap_means(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of `resamples` resamples (with replacement) of values, deviations
-    scaled by sqrt(n / (n - 1)) so that their variance is the unbiased one."""
-    n = len(values)
-    mean = values.mean()
-    if n > EXACT_RESAMPLING_MAX:
-        return rng.normal(mean, values.std(ddof=1) / math.sqrt(n), resamples)
-    scaled = mean + (values - mean) * math.sqrt(n / (n - 1)) if n > 1 else values
-    out = np.empty(resamples)
-    chunk = max(1, RESAMPLE_CHUNK // n)
-    for start in range(0, resamples, chunk):
-        rows = min(chunk, resamples - start)
-        picks = rng.integers(0, n, size=(rows, n), dtype=np.int32 if n < 2**31 else np.int64)
-        out[start:start + rows] = scaled[picks].mean(axis=1)
-    return out
-
-
-def _verdict(change: float | None, significant: bool, better: str | None) -> str:
-    if not significant or change is None or change == 0:
+def _verdict(shift: Shift, significant: bool, better: str | None) -> str:
+    if not significant:
         return "not significant"
+    up = shift.low > 0
     if better is None:
-        return "higher" if change > 0 else "lower"
-    return "better" if (change > 0) == (better == "higher") else "worse"
+        return "higher" if up else "lower"
+    return "better" if up == (better == "higher") else "worse"
 
 
 def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
             metrics: Iterable[str] | None = None, per_cpu: bool = False, alpha: float = ALPHA,
-            confidence: float = CONFIDENCE, resamples: int = RESAMPLES,
-            seed: int = 0, per_node: bool = False, by_node: bool = False) -> Comparison:
+            per_node: bool = False, by_node: bool = False) -> Comparison:
     """Compare every configuration with the baseline (default: the first).
     per_node and by_node apply to fleet bundles (see _fleet_observations)."""
-    from scipy.stats import false_discovery_control, mannwhitneyu
+    from scipy.stats import false_discovery_control
 
     if not bundles:
         raise UsageError("nothing to compare", "give bundle directories, e.g. compare a/ b/")
-    if not 0 < alpha < 1 or not 0 < confidence < 1:
-        raise UsageError("alpha and confidence must lie between 0 and 1", "e.g. --alpha 0.05")
+    if not 0 < alpha < 1:
+        raise UsageError("alpha must lie between 0 and 1", "e.g. --alpha 0.05")
     selection = MetricSelection(metrics)
     obs = _Observations()
     notes: list[Diagnostic] = []
@@ -474,50 +467,43 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
                                 f"{'s' if n != 1 else ''}; with so few, even a real difference "
                                 f"can rarely be shown significant"))
 
-    tail = 100 * (1 - confidence) / 2
-    boots: dict[tuple[str, str, str], np.ndarray] = {}
-
-    def resampled(key):
-        if key not in boots:
-            boots[key] = bootstrap_means(groups[key], resamples, _seed(seed, key))
-        return boots[key]
-
-    pending = []  # (key, change, ci, p) for every comparison with the baseline
-    for key, values in groups.items():
-        workload, metric, config = key
-        base_key = (workload, metric, base)
+    # Every comparison with the baseline: its test first, as the intervals' level
+    # depends on how many turn out significant.
+    tests: dict[tuple[str, str, str], RankTest | None] = {}
+    against: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}  # baseline -> others
+    for workload, metric, config in groups:
+        key, base_key = (workload, metric, config), (workload, metric, base)
         if config == base or base_key not in groups:
             continue
-        reference = groups[base_key]
-        change, ci, p = None, (None, None), None
-        if len(values) >= 2 and len(reference) >= 2:
-            base_mean = reference.mean()
-            if obs.metrics[metric].difference:
-                change = float(values.mean() - base_mean)
-                low, high = np.percentile(resampled(key) - resampled(base_key), [tail, 100 - tail])
-                ci = (float(low), float(high))
-            elif base_mean != 0:
-                change = float(100 * (values.mean() / base_mean - 1))
-                ratio = resampled(key) / resampled(base_key)
-                low, high = np.percentile(100 * (ratio - 1), [tail, 100 - tail])
-                ci = (float(low), float(high))
-            p = float(mannwhitneyu(values, reference, alternative="two-sided").pvalue)
-            p = p if math.isfinite(p) else None
-        pending.append((key, change, ci, p))
-
-    tested = [i for i, entry in enumerate(pending) if entry[3] is not None]
-    adjusted = false_discovery_control([pending[i][3] for i in tested], method="bh") \
+        tests[key] = None  # too few runs, unless tested below
+        if min(len(groups[key]), len(groups[base_key])) >= 2:
+            against.setdefault(base_key, []).append(key)
+    for base_key, keys in against.items():
+        tests.update(zip(keys, rank_tests([groups[k] for k in keys], groups[base_key]),
+                         strict=True))
+    tested = [key for key, test in tests.items() if test and math.isfinite(test.p_value)]
+    adjusted = false_discovery_control([tests[k].p_value for k in tested], method="bh") \
         if tested else []
-    q_values = {i: float(q) for i, q in zip(tested, adjusted, strict=True)}
+    q_values = {key: float(q) for key, q in zip(tested, adjusted, strict=True)}
+    level = interval_level(alpha, sum(q < alpha for q in q_values.values()), len(tested))
+
     changes = {}
-    for i, (key, change, (low, high), p) in enumerate(pending):
-        q = q_values.get(i)
-        significant = q is not None and q < alpha
-        few = min(len(groups[key]), len(groups[(key[0], key[1], base)])) < 2
-        verdict = "too few runs" if few else _verdict(change, significant,
-                                                      obs.metrics[key[1]].better)
-        changes[key] = Change(change, low, high, p, q, significant, verdict,
-                              "pp" if obs.metrics[key[1]].difference else "%")
+    for key, test in tests.items():
+        metric = obs.metrics[key[1]]
+        if test is None:
+            changes[key] = Change(None, None, None, None, None, False, "too few runs")
+            continue
+        values, reference = groups[key], groups[(key[0], key[1], base)]
+        relative = not metric.difference and values[0] > 0 and reference[0] > 0
+        shift = hodges_lehmann(values, reference, test, level, relative)
+        q = q_values.get(key)
+        # The interval is the test inverted: it excludes 0 where q < alpha; requiring
+        # both keeps the story one where ties blur that edge.
+        significant = q is not None and q < alpha and shift.excludes_zero()
+        p = test.p_value if q is not None else None
+        changes[key] = Change(shift.estimate, shift.low, shift.high, p, q,
+                              significant, _verdict(shift, significant, metric.better),
+                              "%" if relative else "pp" if metric.unit == "%" else metric.unit)
 
     rows = []
     for workload in dict.fromkeys(w for w, _, _ in groups):
@@ -529,7 +515,7 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
                                     GroupStats.of(groups[key]), changes.get(key),
                                     groups[key]))
     return Comparison(base, obs.configurations, rows, [_source(b) for b in bundles], notes,
-                      alpha, confidence, resamples)
+                      alpha, level)
 
 
 def _source(bundle: Bundle) -> dict:

@@ -448,7 +448,11 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
 
 def add_spectra(bundle) -> None:
     """Store the spectra in the bundle (table 'spectrum', summaries['spectrum'])."""
-    table, summaries = bundle_spectra(bundle)
+    store_spectra(bundle, *bundle_spectra(bundle))
+
+
+def store_spectra(bundle, table, summaries: list[dict]) -> None:
+    """Store spectra made by bundle_spectra (nothing if there are none)."""
     if summaries:
         bundle.add_table("spectrum", table)
         bundle.summaries["spectrum"] = summaries

@@ -22,7 +22,9 @@ def histogram_quantiles(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray
 
 
 def detour_summary(stats: dict, native: dict, durations_ns: np.ndarray, histogram: Table,
-                   threshold_ns: int, ticks_per_ns: float) -> dict:
+                   threshold_ns: int, hourglass_ns: int, ticks_per_ns: float) -> dict:
+    """Ticks are those of the measurement clock (TSC cycles, or ns on the portable
+    clock): kept raw only where named *_ticks, everything else in ns."""
     measured_ns = stats["measured_ns"]
     iterations = int(histogram["count"].sum())
     lost_ns = native["lost_ticks"] / ticks_per_ns
@@ -49,11 +51,13 @@ def detour_summary(stats: dict, native: dict, durations_ns: np.ndarray, histogra
         "max_ns": int(round(native["max_gap_ticks"] / ticks_per_ns)),
         "percentiles_from": source,
         "iterations": iterations,
-        "resolution_cycles": int(native["resolution_ticks"]),
+        "resolution_ticks": int(native["resolution_ticks"]),
         "resolution_ns": native["resolution_ticks"] / ticks_per_ns,
-        "mean_loop_cycles": measured_ns * ticks_per_ns / iterations if iterations else None,
-        "max_gap_cycles": int(native["max_gap_ticks"]),
-        "gaps_over_1000_cycles": int(native["hourglass_gaps"]),
+        # Hourglass: the average gap between two clock reads (one loop iteration),
+        # and the gaps longer than hourglass_ns (max_ns is the longest)
+        "mean_gap_ns": measured_ns / iterations if iterations else None,
+        "hourglass_ns": int(hourglass_ns),
+        "hourglass_gaps": int(native["hourglass_gaps"]),
     }
 
 

@@ -61,8 +61,9 @@ def bench_command(runs, warmup, label, name, cpus, ncpus, layout, fifo, core_sch
     argv = tuple(command[1:] if command and command[0] == "--" else command)
     if not argv:
         raise click.UsageError("no command given")
-    workload = Workload(name or os.path.basename(argv[0].split()[0] if shell else argv[0]),
-                        argv, shell=shell, metrics=tuple(Metric.parse(m) for m in metrics))
+    program = (argv[0].split() or [""])[0] if shell else argv[0]
+    workload = Workload(name or os.path.basename(program), argv, shell=shell,
+                        metrics=tuple(Metric.parse(m) for m in metrics))
     placement = Placement(cpus=parse_cpu_list(cpus) if cpus else None, ncpus=ncpus,
                           layout=layout, fifo_priority=fifo, core_scheduling=core_sched)
     configuration = Configuration(

@@ -1,47 +1,60 @@
-"""noisescope cleanup: remove what killed runs left in tracefs, restore the settings they changed."""
+"""noisescope cleanup: remove what killed runs left behind, put back the settings they
+changed; keep what they measured."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import click
 
-from ..errors import UsageError
 from ..knobs import restore_leftovers
+from ..leftovers import sweep
 from ..trace import TracingUnavailable, cleanup
-from .common import stdout
+from .common import stderr, stdout
 
 EXAMPLES = """
 \b
 EXAMPLES
-  noisescope cleanup          # as root; after a run was killed with SIGKILL
+  noisescope cleanup                # after a run was killed with SIGKILL (as root for tracefs)
+  noisescope cleanup results/       # where its bundle was to go
 """
 
 
 @click.command(epilog=EXAMPLES)
-def cleanup_command():
-    """Remove tracefs instances left by noisescope runs that were killed
-    (instances/noisescope-PID whose process is gone), and put back the
-    machine settings they had changed (SMT, the osnoise tracer's options),
-    from the journal each run keeps in /run/noisescope. Instances and
-    settings of other tools and of running noisescope processes are left
-    alone."""
+@click.argument("directories", metavar="[DIRECTORY]...", nargs=-1,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+def cleanup_command(directories):
+    """Clean up after noisescope runs that were killed (SIGKILL): their tracefs
+    instances (instances/noisescope-PID) and the tracefs mount one of them made;
+    in DIRECTORY (default: the current and the temporary directory) their work
+    directories (.NAME.trace-PID/, .NAME.partial-PID/). A bundle a killed run
+    was writing is not deleted but salvaged: it becomes NAME (NAME-salvaged-PID
+    if that is taken), marked incomplete, with the tables it holds whole. Only
+    directories marked as made by a process that is gone are touched, never
+    another tool's or a running noisescope's; one made on another machine (a
+    shared file system) or in another container is listed and left. The
+    machine settings such a run had changed (SMT, the osnoise tracer's
+    options) are put back from the journal it kept in /run/noisescope."""
+    lines: list[str] = []
+    ok = True
+    for directory in directories or (Path("."), Path(tempfile.gettempdir())):
+        ok &= sweep(directory, salvage=True, say=lines.append)
     try:
-        removed, failed = cleanup()
-    except TracingUnavailable as why:
-        raise UsageError(f"cannot look for leftover trace instances: {why}",
-                         "run noisescope cleanup as root") from None
-    except PermissionError as error:
-        raise UsageError(f"cannot look for leftover trace instances: {error.strerror} "
-                         f"({error.filename})", "run noisescope cleanup as root") from None
-    for name in removed:
-        stdout.print(f"removed tracefs instance {name} (its process is gone)", markup=False)
-    for failure in failed:
-        stdout.print(f"could not remove tracefs instance {failure}", markup=False)
+        done, failed = cleanup()
+    except (TracingUnavailable, PermissionError) as why:  # without root: what it can
+        reason = f"{why.strerror} ({why.filename})" if isinstance(why, PermissionError) else why
+        done, failed = [], []
+        skipped = f"tracefs not checked for leftovers: {reason}; run noisescope cleanup as root for it"
+    else:
+        skipped = None
     restored, unrestored = restore_leftovers()
-    for line in restored:
-        stdout.print(f"restored {line} (changed by a run that is gone)", markup=False)
-    for failure in unrestored:
-        stdout.print(f"could not restore {failure}", markup=False)
-    failed += unrestored
-    if not removed and not failed and not restored:
+    done += [f"restored {line} (changed by a run that is gone)" for line in restored]
+    failed += [f"could not restore {line}" for line in unrestored]
+    for line in [*lines, *done, *failed]:
+        stdout.print(line, markup=False, highlight=False, soft_wrap=True)
+    if not (lines or done or failed):
         stdout.print("nothing to clean up")
-    return 1 if failed else 0
+    if skipped:
+        stderr.print(skipped, markup=False, highlight=False, soft_wrap=True)
+    return 1 if failed or not ok else 0

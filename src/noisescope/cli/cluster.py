@@ -53,9 +53,11 @@ def cluster_scan_command(inject_ranks, timeout, output, quiet, write_report, **m
     world = World()
     progress = Progress(options.duration_ns, enabled=not quiet)
     if world.size == 1:
-        stderr.print("note: one process (not started by mpirun or srun): scanning this node "
-                     "only", highlight=False)
-        bundle = scan(options, progress=progress, destination=output)
+        def note() -> int:  # once the scan has checked its options
+            stderr.print("note: one process (not started by mpirun or srun): scanning this node "
+                         "only", highlight=False)
+            return options.start_mono_ns
+        bundle = scan(options, progress=progress, destination=output, on_ready=note)
         status = report(bundle)
         if write_report:
             write_report_beside(bundle.path, quiet)
@@ -139,6 +141,7 @@ def cluster_bsp_command(compute, iterations, collective, block, sample, threshol
         rt=rt, priority=priority, cpus=parse_cpu_list(cpus) if cpus else None,
         injections=tuple(Injection.parse(s, default_mode="thread") for s in injections),
         inject_ranks=parse_ranks(inject_ranks), seeds=seeds, label=label)
+    options.check()  # before MPI starts
     timeout_ns = parse_positive_duration(timeout, what="--timeout")
     world = World()
     plain_stdout()

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from ..bundle import MANIFEST, Bundle, load
 from ..errors import UsageError
 from ..render.terminal import print_bundle
+from ..render.text import SafeConsole
 from ..trace.siblings import OccupancyOptions
 from ..units import format_duration
 
@@ -19,15 +19,45 @@ EXIT_INTERRUPTED = 130
 
 # Wide enough for the summary tables when output goes to a file or a pipe.
 PIPE_WIDTH = 120
-stdout = Console(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
-stderr = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPE_WIDTH)
+stdout = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
+stderr = SafeConsole(stderr=True, highlight=False,
+                     width=None if sys.stderr.isatty() else PIPE_WIDTH)
 
 
 def plain_stdout() -> None:
     """Plain text at pipe width on stdout: mpirun hands ranks a pseudo-terminal even
     when its own output goes to a file."""
     global stdout
-    stdout = Console(highlight=False, width=PIPE_WIDTH, color_system=None)
+    stdout = SafeConsole(highlight=False, width=PIPE_WIDTH, color_system=None)
+
+
+def refuse_empty_values(command: click.Command) -> click.Command:
+    """Make every text option and argument of `command` (and of its subcommands)
+    refuse an empty string: '' would otherwise read as 'not given' (--cpus ''
+    measuring every CPU, -o '' the default directory). A COMMAND to run (bench)
+    is passed on as it is."""
+    for param in command.params:
+        if isinstance(param.type, (click.types.StringParamType, click.Path)):
+            param.type = NotEmpty(param.type)
+    for sub in getattr(command, "commands", {}).values():
+        refuse_empty_values(sub)
+    return command
+
+
+class NotEmpty(click.ParamType):
+    """A text or path type that refuses '' (click.Path would read it as '.')."""
+
+    def __init__(self, inner: click.ParamType):
+        self.inner = inner
+        self.name = inner.name
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("must not be empty", param, ctx)
+        return self.inner.convert(value, param, ctx)
+
+    def get_metavar(self, *args, **kwargs):
+        return self.inner.get_metavar(*args, **kwargs)
 
 
 def expand(paths: tuple[str, ...]) -> list[Path]:
@@ -52,6 +82,18 @@ def load_all(paths: tuple[str, ...]) -> list[Bundle]:
     return [load(path) for path in expand(paths)]
 
 
+def _shown(print_line):
+    """A progress display whose lines may fail to print (a closed terminal, a
+    reader gone from the pipe): it goes quiet, the measurement goes on."""
+    def show(self, *args) -> None:
+        if self.enabled:
+            try:
+                print_line(self, *args)
+            except OSError:
+                self.enabled = False
+    return show
+
+
 class Progress:
     """One line per probe on stderr; on a terminal it updates in place."""
 
@@ -59,13 +101,15 @@ class Progress:
         self.total_ns = total_ns
         self.enabled = enabled
         self.tty = sys.stderr.isatty()
-        # Updates while a probe measures only where someone watches them.
-        self.live = enabled and self.tty
         self.current: str | None = None
 
+    @property
+    def live(self) -> bool:
+        """Updates while a probe measures only where someone watches them."""
+        return self.enabled and self.tty
+
+    @_shown
     def __call__(self, probe: str, fraction: float) -> None:
-        if not self.enabled:
-            return
         if probe != self.current:
             self.current = probe
             if not self.tty:
@@ -90,7 +134,9 @@ class RunProgress:
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()
+        self.enabled = True
 
+    @_shown
     def __call__(self, done: int, total: int, step, result) -> None:
         config = f" [{step.configuration.name}]" if step.configuration.name else ""
         kind = "warm-up" if step.warmup else f"run {step.repetition + 1}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from ..probes.inject import MODES, Injection, inject
-from ..units import format_duration, format_rate, parse_positive_duration, parse_rate
-from .common import stderr, stdout
+from ..units import format_duration, format_rate, parse_noise, parse_positive_duration
+from .common import EXIT_INTERRUPTED, stderr, stdout
 
 EXAMPLES = """
 \b
@@ -23,12 +23,12 @@ EXAMPLES
 @click.option("--mode", type=click.Choice(MODES), default="thread", show_default=True,
               help="thread: a SCHED_FIFO thread wakes and spins; signal: a timer signal's "
                    "handler spins")
-@click.option("--for", "duration", help="how long (default: until Ctrl-C)")
+@click.option("--for", "duration", help="how long, on the clock, however far the injections "
+              "fall behind their rate (default: until Ctrl-C)")
 def inject_command(cpu, rate, length, mode, duration):
     """Inject periodic busy-wait noise of known rate and length on one CPU."""
-    injection = Injection(cpu, parse_rate(rate, what="--rate"),
-                          parse_positive_duration(length, what="--length", default_unit="ns"),
-                          mode)
+    injection = Injection(cpu, *parse_noise(rate, length, rate_what="--rate",
+                                            length_what="--length"), mode)
     duration_ns = parse_positive_duration(duration, what="--for") if duration else None
     until = f" for {format_duration(duration_ns)}" if duration_ns else " until Ctrl-C"
     outcome = inject(injection, duration_ns,
@@ -38,3 +38,4 @@ def inject_command(cpu, rate, length, mode, duration):
                  f"{format_duration(outcome.mean_length_ns)}, max "
                  f"{format_duration(outcome.max_length_ns)}"
                  + ("" if outcome.fifo else "; at normal priority (SCHED_FIFO not permitted)"))
+    return EXIT_INTERRUPTED if outcome.interrupted else 0

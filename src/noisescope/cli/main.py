@@ -1,15 +1,15 @@
 """Entry point: the click group, and the error policy every command shares.
 
 User errors (UsageError, bad options) print one line and exit 2; Ctrl-C
-exits 130 after the command has saved what it measured; SIGTERM is treated
-like Ctrl-C so that a killed run also keeps its data and restores settings.
+exits 130 after the command has saved what it measured. Every stopping
+signal (SIGTERM, SIGHUP, SIGQUIT, ...: `interrupts.STOPPING`) is treated like
+Ctrl-C, so that a killed run also keeps its data and restores settings.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import signal
 import sys
 
 # Arrow's default allocator (mimalloc) keeps ~15 MB of arenas after writing a
@@ -18,9 +18,10 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 import click
 
-from .. import __version__
+from .. import __version__, interrupts
 from ..errors import UsageError
-from .common import EXIT_INTERRUPTED, EXIT_USAGE
+from ..render.text import visible
+from .common import EXIT_INTERRUPTED, EXIT_USAGE, refuse_empty_values
 
 # Each command's module, imported only when that command runs: a scan does not
 # carry the libraries of compare, predict or cluster (about 5 MB of memory).
@@ -54,7 +55,8 @@ class LazyGroup(click.Group):
         if name not in COMMANDS:
             return super().get_command(ctx, name)
         module, attribute = COMMANDS[name].split(":")
-        return getattr(importlib.import_module(f".{module}", __package__), attribute)
+        return refuse_empty_values(
+            getattr(importlib.import_module(f".{module}", __package__), attribute))
 
 
 @click.group(cls=LazyGroup,
@@ -65,17 +67,21 @@ def cli():
     configurations and predict its cost at scale."""
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt
-
-
 def _fail(message: str) -> int:
-    print(f"noisescope: error: {message}", file=sys.stderr)
+    """One line, whatever the message quotes (a label, a path) holds."""
+    print(f"noisescope: error: {visible(message).replace(chr(10), ' ')}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
+    with interrupts.handled():
+        try:
+            return _run(argv)
+        except KeyboardInterrupt:  # another signal while the end was being said
+            return EXIT_INTERRUPTED
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         status = cli.main(args=argv, prog_name="noisescope", standalone_mode=False)
     except UsageError as error:
@@ -93,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    if interrupts.interrupted() and not status:  # came while the measurement was being saved
+        status = EXIT_INTERRUPTED
     if status == EXIT_INTERRUPTED:
         print("noisescope: interrupted; kept what was measured", file=sys.stderr)
     return status if isinstance(status, int) else 0

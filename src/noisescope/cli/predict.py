@@ -11,6 +11,8 @@ import click
 
 from ..analysis.predict import LogGP, load_noise, predict, write_trace_file
 from ..analysis.predict.loggp import COLLECTIVES
+from ..analysis.predict.model import MAX_PROCS
+from ..analysis.predict.traces import check_trace_output
 from ..bundle import check_destination, utc_now
 from ..errors import UsageError
 from ..render.prediction import print_prediction
@@ -22,7 +24,7 @@ PREDICT_EXAMPLES = """
 EXAMPLES
   noisescope predict noisescope-node17-20261130T063836Z --procs 1k,16k,1M
   noisescope predict 250Hz:2us+1Hz:200us --compute 1ms --procs 2,64,4k,256k
-  noisescope predict 10Hz:2500us --sync-noise          # co-scheduled: costs ~2.5% at any P
+  noisescope predict 10Hz:2500us --sync-noise --iterations 1000   # co-scheduled: ~2.5% at any P
   noisescope predict cpu3.trace --collective barrier --compute 0 --iterations 100
   noisescope predict tuned/ --procs 1M --seeds 3 -o prediction-tuned
 """
@@ -51,7 +53,11 @@ SOURCE_HELP = ("SOURCE is a bundle from 'noisescope scan' (one noise trace per m
     "traces, rank r replays trace r mod (number of traces). Printed per P: run time with and "
     "without noise, slowdown and its spread over --seeds, and the order-statistics estimate "
     "(noise-free time plus the expected largest per-step delay among P processes); per "
-    "noise source, the knee P* = 1/(rate x compute).\n\n" + SOURCE_HELP))
+    "noise source, the knee P* = 1/(rate x compute). The estimate leaves out noise in the "
+    "collective and detours a process resumes into after waiting, so it is not given where "
+    "detours outlast the compute window (unless the noise is co-scheduled). A run shorter "
+    "than a source's period meets it in some seeds and not in others: see the spread.\n\n"
+    + SOURCE_HELP))
 @click.argument("source")
 @click.option("--procs", default="2,16,128,1k,8k,64k", show_default=True,
               help="process counts; k = 1024, M = 1024^2 (binary, the HPC habit: 1M = 1048576); "
@@ -67,7 +73,8 @@ SOURCE_HELP = ("SOURCE is a bundle from 'noisescope scan' (one noise trace per m
               help="co-scheduled noise: every process replays from the same offset")
 @click.option("--seeds", type=int, default=5, show_default=True,
               help="runs per process count, each with new random offsets")
-@click.option("--seed", type=int, default=1, show_default=True, help="first random seed")
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True,
+              help="first random seed")
 @click.option("--latency", default="2.5us", show_default=True, help="LogGP L")
 @click.option("--overhead", default="1.5us", show_default=True, help="LogGP o (send and receive)")
 @click.option("--gap", default="1us", show_default=True, help="LogGP g (between messages)")
@@ -80,7 +87,7 @@ def predict_command(source, procs, compute, collective, message_bytes, iteration
     loggp = LogGP(*(parse_duration(text, what=f"--{name}", default_unit="ns") for name, text in
                     (("latency", latency), ("overhead", overhead), ("gap", gap),
                      ("gap-per-byte", gap_per_byte))))
-    counts = parse_count_list(procs, what="--procs")
+    counts = parse_count_list(procs, what="--procs", maximum=MAX_PROCS)
     compute_ns = parse_duration(compute, what="--compute", default_unit="ns")
     if output:
         check_destination(Path(output))
@@ -112,10 +119,11 @@ def _progress(procs: int, seed: int, seeds: int) -> None:
     "line; a '# span_ns=N' comment keeps the measured length).\n\n" + SOURCE_HELP))
 @click.argument("source")
 @click.option("--cpu", type=int, help="which measured CPU, when SOURCE is a bundle of several")
-@click.option("--seed", type=int, default=1, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True,
               help="phases of a synthetic spec's sources")
 @click.option("-o", "--output", required=True, help="trace file to write (must not exist)")
 def export_trace_command(source, cpu, seed, output):
+    check_trace_output(output)  # before the work
     traces = load_noise(source, seed=seed)
     if cpu is not None:
         chosen = [t for t in traces if t.cpu == cpu]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import interrupts
 from ..probes import DEFAULT_PROBES, PROBES, Injection
 from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
 from ..trace.osnoise import MODES as OSNOISE_MODES
@@ -29,6 +30,7 @@ EXAMPLES
   noisescope scan --inject 1kHz:20us@cpu1  # add known noise to check the tool finds it
   noisescope scan --probes detour --inject 1kHz:20us@cpu1/thread   # ...and that it names it
   noisescope scan --no-trace               # without kernel tracing (no explanation)
+  noisescope scan --probes detour --trace-cost 6s   # and what tracing itself costs (6 pairs)
   noisescope scan --no-report -q           # tables only; no report.html in the bundle
 """
 
@@ -68,9 +70,12 @@ def measurement_options(command):
         click.option("--no-trace", is_flag=True, help="do not record kernel events (detours "
                      "stay unexplained); tracing is on by default when tracefs is writable"),
         click.option("--trace-buffer", metavar="SIZE", help="trace buffer per measured CPU, e.g. "
-                     f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe)"),
-        click.option("--trace-cost", default="2s", show_default=True, metavar="DURATION",
-                     help="untraced detour run measuring tracing's own cost (0: skip)"),
+                     f"64M (default: sized for {EVENTS_PER_SECOND:,} events/s over one probe); "
+                     "all of them together at most a quarter of the available memory"),
+        click.option("--trace-cost", metavar="DURATION", help="first measure tracing's own "
+                     "cost for DURATION: 6 interleaved pairs of an untraced and a traced detour "
+                     "run, reported as the median difference with its 97% interval (default: "
+                     "not measured; bench/trace_cost.py measures it at length)"),
         click.option("--osnoise", type=click.Choice(OSNOISE_MODES), default="auto",
                      show_default=True, help="also record the kernel osnoise tracer's noise "
                      "events (its hooks, without its workload): auto = where the kernel lacks "
@@ -103,8 +108,8 @@ def scan_options(cpus, duration, probe_list, threshold, rt, priority, runtime, p
         trace=TraceOptions(
             enabled=not no_trace,
             buffer_kb=parse_size_kib(trace_buffer, what="--trace-buffer") if trace_buffer else None,
-            cost_reference_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
-                                            "--trace-cost"),
+            cost_ns=_not_negative(parse_duration(trace_cost, what="--trace-cost"),
+                                  "--trace-cost") if trace_cost else 0,
             wakeup_threshold_ns=parse_duration(trace_threshold, what="--trace-threshold",
                                                default_unit="us"),
             osnoise=osnoise),
@@ -141,16 +146,25 @@ def _not_negative(value: int, name: str) -> int:
 def write_report_beside(bundle_path: Path, quiet: bool) -> None:
     """report.html into the bundle, drawn by a child process: matplotlib and the
     loaded tables never add to the measuring process's memory. A failure leaves
-    the measurement as it is and says so."""
+    the measurement as it is and says so; after a stopping signal it is not drawn."""
     target = bundle_path / REPORT_FILE
-    child = subprocess.run([sys.executable, "-m", "noisescope", "report", str(bundle_path), "-o",
-                            str(target), "--quiet"], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    later = f"the bundle is written; to draw it: noisescope report {bundle_path}"
+    if interrupts.interrupted():
+        stderr.print(f"report.html not written (interrupted); {later}", highlight=False,
+                     markup=False)
+        return
+    try:
+        child = subprocess.run([sys.executable, "-m", "noisescope", "report", str(bundle_path),
+                                "-o", str(target), "--quiet"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    except KeyboardInterrupt:  # the child got the signal too (or is ended by run())
+        stderr.print(f"report.html not written (interrupted); {later}", highlight=False,
+                     markup=False)
+        raise
     if child.returncode != 0:
         reason = (child.stderr.strip().splitlines() or [f"exit status {child.returncode}"])[-1]
-        stderr.print(f"warning: the report was not written ({reason}); the bundle is complete, "
-                     f"try: noisescope report {bundle_path}", style="yellow", highlight=False,
-                     markup=False)
+        stderr.print(f"warning: the report was not written ({reason}); {later}", style="yellow",
+                     highlight=False, markup=False)
     elif not quiet:
         stderr.print(f"report: {target}", highlight=False)
 

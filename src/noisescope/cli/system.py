@@ -33,8 +33,8 @@ def show_command(cpus, root):
     isolation, IRQs, RT throttling, watchdogs, THP, tick, clocksource,
     virtualization), each finding with advice.
 
-    Exit status: 0 nothing found, 1 a check failed, 2 advice applies (or bad
-    input, with a one-line error on stderr)."""
+    Exit status: 0 nothing to advise, 1 advice applies (or a check could not be
+    made), 2 bad input (with a one-line error on stderr)."""
     result = check_system(root, parse_cpu_list(cpus) if cpus else None)
     if result.cpus:
         stdout.print(f"Checked for CPUs {format_cpu_list(result.cpus)}", highlight=False)

@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import _native
 from ..analysis.predict import predict
+from ..analysis.predict.model import MAX_SEEDS
 from ..analysis.predict.traces import traces_from_bundle
 from ..bundle import Bundle, check_destination, manifest_head, utc_now
 from ..clock import measurement_clock
@@ -58,6 +59,10 @@ from .session import DEFAULT_TIMEOUT_NS, Session, rank_findings, start_up
 
 COLLECTIVES = ("allreduce", "barrier")
 RT_PAUSE_NS = 100_000_000  # per round with --rt: the RT budget is 95% of each second
+
+
+# Each iteration's times are kept (40 bytes: 400 MB at this bound).
+MAX_ITERATIONS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,15 @@ class BspOptions:
                             ("--seeds", self.seeds)):
             if value <= 0:
                 raise UsageError(f"{name} must be greater than zero", f"e.g. {name} 1000")
+        if self.iterations > MAX_ITERATIONS:
+            raise UsageError(f"--iterations {self.iterations} is more than the "
+                             f"{MAX_ITERATIONS:,} whose times a rank keeps",
+                             f"give at most --iterations {MAX_ITERATIONS}")
+        if self.block > self.iterations:
+            raise UsageError(f"--block {self.block} is longer than --iterations {self.iterations}",
+                             "give a block of at most the iterations, e.g. --block 100")
+        if self.seeds > MAX_SEEDS:
+            raise UsageError(f"--seeds {self.seeds} is too many", f"give at most {MAX_SEEDS}")
         for injection in self.injections:
             if injection.mode != "thread":
                 raise UsageError(f"injection {injection.describe()} needs a sampler thread to "

@@ -88,12 +88,12 @@ def cluster_scan(options: ScanOptions, directory: str | os.PathLike[str], *,
     try:
         cpus = assign_cpus(placement)
         hello["cpus"] = list(cpus)
-        # Tracing's untraced reference run would push the first probe off the agreed
+        # Measuring tracing's own cost would push the first probe off the agreed
         # start, so aligned scans go without it.
         mine = replace(options, cpus=cpus,
                        injections=own_injections(options.injections, cpus, placement.rank,
                                                  inject_ranks),
-                       trace=replace(options.trace, cost_reference_ns=0))
+                       trace=replace(options.trace, cost_ns=0))
         destination.parent.mkdir(parents=True, exist_ok=True)  # a node without the shared DIR
         check_destination(destination)
         bundle = scan(mine, facts=live_host_facts(), argv=argv,

@@ -9,6 +9,7 @@ import numpy as np
 from .. import _native
 from ..analysis.groundtruth import match_injections
 from ..analysis.summary import detour_summary
+from ..diagnostics import Code, Diagnostic
 from ..tables import Table
 from .base import (
     ProbeContext,
@@ -19,7 +20,10 @@ from .base import (
     thread_statistics,
 )
 
-HOURGLASS_CYCLES = 1000  # Hourglass reports gaps above 1000 cycles
+# Hourglass counts the gaps above a cut-off (1000 cycles there). A duration means
+# the same on the TSC and on the portable clock (CLOCK_MONOTONIC_RAW, 1 ns ticks),
+# where 1000 ticks would be 1000 ns but 385 ns on a 2.6 GHz TSC.
+HOURGLASS_NS = 1000
 DETOUR_RATE_BUDGET = 5_000  # detours per second per CPU the default buffer holds
 TOTAL_DETOUR_BUDGET = 4_000_000  # stored detours over all CPUs by default (64 MB)
 MIN_DETOUR_BUFFER = 10_000
@@ -28,7 +32,10 @@ CALIBRATION_NS = 20_000_000
 BUCKET_LOWER_TICKS = np.array(_native.histogram_lower_bounds(), dtype=np.uint64)
 
 
-def default_capacity(measured_ns: int, ncpus: int) -> int:
+def capacity(measured_ns: int, ncpus: int, max_detours: int | None = None) -> int:
+    """Detours stored per CPU: max_detours, or what the default budget allows."""
+    if max_detours:
+        return max_detours
     wanted = int(measured_ns / 1e9 * DETOUR_RATE_BUDGET) + MIN_DETOUR_BUFFER
     return max(MIN_DETOUR_BUFFER, min(wanted, TOTAL_DETOUR_BUDGET // max(ncpus, 1)))
 
@@ -45,14 +52,14 @@ def minimum_threshold_ticks(resolution_ticks: int) -> int:
 
 def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None) -> ProbeResult:
     clock = ctx.clock
-    capacity = max_detours or default_capacity(ctx.schedule.measured_ns, len(ctx.cpus))
+    room = capacity(ctx.schedule.measured_ns, len(ctx.cpus), max_detours)
     threshold_ticks = clock.ticks(threshold_ns)
     specs = [{
         "cpu": cpu,
         "threshold_ticks": threshold_ticks,
-        "hourglass_ticks": HOURGLASS_CYCLES,
-        "start": np.empty(capacity, np.uint64),
-        "length": np.empty(capacity, np.uint64),
+        "hourglass_ticks": clock.ticks(HOURGLASS_NS),
+        "start": np.empty(room, np.uint64),
+        "length": np.empty(room, np.uint64),
         "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
     } for cpu in ctx.cpus]
     done = execute("detour", ctx, specs)
@@ -71,9 +78,10 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
         histograms.append(histogram)
         stats = thread_statistics(result, clock, done.windows)
         summaries.append(detour_summary(stats, result, duration_ns, histogram, threshold_ns,
-                                        clock.ticks_per_ns))
-    notes = busy_diagnostics("detour", summaries) + overflow_diagnostics(summaries, "detours",
-                                                                         capacity)
+                                        HOURGLASS_NS, clock.ticks_per_ns))
+    notes = (busy_diagnostics("detour", summaries)
+             + overflow_diagnostics(summaries, "detours", room)
+             + clock_backwards_diagnostics(done.run.samplers))
     tables = {"detours": Table.concat(detours), "gap_histogram": Table.concat(histograms),
               "windows": done.windows, "injections": done.injections}
     for s in summaries:
@@ -84,6 +92,16 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
                               if r["cpu"] == s["cpu"] and "injection" in r), None)
             s["injections"]["coalesced"] = int(delivered["coalesced"]) if delivered else 0
     return ProbeResult("detour", tables, summaries, done.interrupted, notes)
+
+
+def clock_backwards_diagnostics(samplers: list[dict]) -> list[Diagnostic]:
+    """A sampler's clock read less than the reading before it (a TSC that is
+    not stable or a hypervisor adjusting it): the core leaves such a step out of
+    the detours and the histogram instead of taking it for a gap of 2^64 ticks."""
+    return [Diagnostic(Code.CLOCK, f"detour: CPU {r['cpu']}: the clock stepped back "
+                                   f"{r['clock_backwards']} times; those steps are not counted "
+                                   f"as detours or loop iterations")
+            for r in samplers if r["clock_backwards"]]
 
 
 def _histogram_table(cpu: int, counts: np.ndarray, ticks_per_ns: float) -> Table:

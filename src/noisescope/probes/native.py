@@ -1,11 +1,11 @@
 """Running the native core from Python: Ctrl-C, SIGTERM and progress.
 
 The native run blocks in C with the GIL released, on a helper thread; the
-calling thread waits for it, shows progress, and on KeyboardInterrupt (or
-SIGTERM, which the CLI turns into one) sets the stop flag so that every
-sampler ends at its next check and hands back what it measured. A
-NativeHandle can also run in the background (injectors beside a workload)
-until the caller stops it.
+calling thread waits for it, shows progress, and on KeyboardInterrupt (a
+stopping signal: `interrupts`, which lets one raise while the wait lasts)
+sets the stop flag so that every sampler ends at its next check and hands
+back what it measured. A NativeHandle can also run in the background
+(injectors beside a workload) until the caller stops it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _native
+from .. import _native, interrupts
 from .schedule import WindowSchedule
 
 ProgressCallback = Callable[[float], None]  # fraction of the schedule done, 0..1
@@ -66,9 +66,10 @@ class NativeHandle:
         """Until the schedule ends; Ctrl-C (or SIGTERM) stops the run and keeps its data."""
         interrupted = False
         try:
-            while not self._finished.wait(PROGRESS_INTERVAL_S if progress else None):
-                if progress and self.threads:
-                    progress(float(self.control[1:].min()) / self.schedule.windows)
+            with interrupts.raising():
+                while not self._finished.wait(PROGRESS_INTERVAL_S if progress else None):
+                    if progress and self.threads:
+                        progress(float(self.control[1:].min()) / self.schedule.windows)
         except KeyboardInterrupt:
             interrupted = True
             self.control[0] = 1

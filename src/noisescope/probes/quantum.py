@@ -16,6 +16,7 @@ from .. import _native
 from ..analysis.summary import ftq_summary, fwq_summary
 from ..tables import Table
 from .base import ProbeContext, ProbeResult, busy_diagnostics, execute, thread_statistics
+from .schedule import WindowSchedule
 
 UNIT_ITERATIONS = 32  # about 30 ns of work per unit on a 2-3 GHz core
 CALIBRATION_UNITS = 1_000
@@ -28,11 +29,19 @@ def unit_ticks() -> float:
     return best / CALIBRATION_UNITS
 
 
+def ftq_capacity(schedule: WindowSchedule, quantum_ns: int) -> int:
+    """Quanta stored per CPU: every quantum of every window."""
+    return math.floor(schedule.runtime_ns / quantum_ns) * schedule.windows + 1
+
+
+def fwq_capacity(measured_ns: int, work_ns: int) -> int:
+    """Samples stored per CPU, with room for samples shorter than work_ns."""
+    return math.ceil(measured_ns / work_ns * 1.25) + 64
+
+
 def run_ftq(ctx: ProbeContext, *, quantum_ns: int) -> ProbeResult:
     clock = ctx.clock
-    schedule = ctx.schedule
-    per_window = math.floor(schedule.runtime_ns / quantum_ns)
-    capacity = per_window * schedule.windows + 1
+    capacity = ftq_capacity(ctx.schedule, quantum_ns)
     specs = [{
         "cpu": cpu,
         "quantum_ticks": clock.ticks(quantum_ns),
@@ -59,7 +68,7 @@ def run_ftq(ctx: ProbeContext, *, quantum_ns: int) -> ProbeResult:
 def run_fwq(ctx: ProbeContext, *, work_ns: int) -> ProbeResult:
     clock = ctx.clock
     units = max(1, round(clock.ticks(work_ns) / unit_ticks()))
-    capacity = math.ceil(ctx.schedule.measured_ns / work_ns * 1.25) + 64
+    capacity = fwq_capacity(ctx.schedule.measured_ns, work_ns)
     specs = [{
         "cpu": cpu,
         "work_units": units,

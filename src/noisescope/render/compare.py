@@ -15,11 +15,12 @@ from rich.table import Table as RichTable
 
 from ..analysis.compare import PERTURBATION_METRICS, Change, Comparison, MetricInfo, Row
 from ..units import format_duration
+from .text import md_escape
 
 FORMATS = ("terminal", "markdown", "csv", "json")
 CSV_FIELDS = ("workload", "metric", "title", "unit", "better", "configuration", "baseline", "n",
-              "mean", "std", "median", "min", "max", "p99", "change_pct", "ci_low_pct",
-              "ci_high_pct", "p_value", "q_value", "significant", "verdict", "change_unit")
+              "mean", "std", "median", "min", "max", "p99", "change", "ci_low", "ci_high",
+              "change_unit", "p_value", "q_value", "significant", "verdict")
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -42,15 +43,24 @@ def _signed(value: float) -> str:
     return f"{value:+.2f}" if abs(value) < 10 else f"{value:+.1f}"
 
 
-def format_pct(value: float | None, unit: str = "%") -> str:
-    """A change: '+5.12%' (of the baseline), or '+5.12 pp' (percentage points)."""
-    return "-" if value is None else f"{_signed(value)}{' pp' if unit == 'pp' else '%'}"
+def format_shift(value: float | None, unit: str = "%") -> str:
+    """A change: '+5.12%' (relative), '+5.12 pp' (of a share), '+1.2 ms' (other units)."""
+    if value is None:
+        return "-"
+    if unit in ("%", "pp"):
+        return f"{_signed(value)}{' pp' if unit == 'pp' else '%'}"
+    return ("+" if value > 0 else "") + format_value(value, unit)
 
 
 def format_ci(change: Change | None) -> str:
-    if change is None or change.ci_low_pct is None:
+    if change is None or change.change is None:
         return "-"
-    return f"[{_signed(change.ci_low_pct)}, {_signed(change.ci_high_pct)}]"
+    if change.ci_low is None:  # too few runs for any bound at this level
+        return "unbounded"
+    if change.change_unit in ("%", "pp"):
+        return f"[{_signed(change.ci_low)}, {_signed(change.ci_high)}]"
+    return f"[{format_shift(change.ci_low, change.change_unit)}, " \
+           f"{format_shift(change.ci_high, change.change_unit)}]"
 
 
 def format_p(value: float | None) -> str:
@@ -59,26 +69,45 @@ def format_p(value: float | None) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def format_level(comparison: Comparison) -> str:
+    """'95%', or '98.75%' when adjusted for several comparisons."""
+    return f"{100 * comparison.confidence:.4g}%"
+
+
 def format_change(change: Change | None) -> str:
     """'+5.12% [+3.90, +6.31] worse' or '... n.s.' (not significant)."""
     if change is None:
         return "baseline"
-    if change.change_pct is None:
+    if change.change is None:
         return change.verdict
     verdict = "n.s." if change.verdict == "not significant" else change.verdict
-    return f"{format_pct(change.change_pct, change.change_unit)} {format_ci(change)} {verdict}"
+    return f"{format_shift(change.change, change.change_unit)} {format_ci(change)} {verdict}"
 
 
 def method_lines(comparison: Comparison) -> list[str]:
-    level = f"{comparison.confidence:.0%}"
+    tests, significant = _tests(comparison), _significant(comparison)
+    level = format_level(comparison)
+    if tests > 1 and significant:
+        level += (f" (= 1 - {comparison.alpha:g} x {significant}/{tests}: adjusted for the "
+                  f"{significant} significant of {tests}, so an interval excludes 0 exactly "
+                  f"where q < {comparison.alpha:g})")
+    elif tests > 1:
+        level += (f" (= 1 - {comparison.alpha:g}/{tests}: none of the {tests} is significant, "
+                  f"and no interval excludes 0)")
     return [
         f"baseline: {comparison.baseline}; n = runs (bench), bundles (per-CPU summaries) "
         f"or nodes (fleets; CPUs with --by-node)",
-        f"change: difference of the means vs the baseline, {level} CI from "
-        f"{comparison.resamples} bootstrap resamples; p: Mann-Whitney U (two-sided), "
-        f"q: Benjamini-Hochberg over all {_tests(comparison)} comparisons; "
+        "change: Hodges-Lehmann estimate vs the baseline (the median over all pairs of runs of "
+        "the ratio new/baseline; a difference for shares (pp) or where a value is <= 0); "
+        f"CI: the Mann-Whitney interval of that change at {level}; unbounded where the runs "
+        f"are too few for that level",
+        f"p: Mann-Whitney U (two-sided); q: Benjamini-Hochberg over all {tests} comparisons; "
         f"significant when q < {comparison.alpha:g}",
     ]
+
+
+def _significant(comparison: Comparison) -> int:
+    return sum(1 for r in comparison.rows if r.change and r.change.significant)
 
 
 def _tests(comparison: Comparison) -> int:
@@ -109,9 +138,9 @@ def change_table(comparison: Comparison, workload: str) -> RichTable | None:
     rows = [r for r in comparison.rows if r.workload == workload and r.change is not None]
     if not rows:
         return None
-    table = RichTable(title=f"{workload}: change of the mean vs {comparison.baseline}",
+    table = RichTable(title=f"{workload}: change vs {comparison.baseline} (Hodges-Lehmann)",
                       title_justify="left")
-    for name in ("metric", "configuration", "change", f"{comparison.confidence:.0%} CI", "p", "q",
+    for name in ("metric", "configuration", "change", f"{format_level(comparison)} CI", "p", "q",
                  "verdict"):
         table.add_column(name, justify="left" if name in ("metric", "configuration", "verdict")
                          else "right")
@@ -119,7 +148,7 @@ def change_table(comparison: Comparison, workload: str) -> RichTable | None:
     for row in rows:
         c = row.change
         table.add_row(row.metric.title if row.metric != previous else "", row.configuration,
-                      format_pct(c.change_pct, c.change_unit), format_ci(c), format_p(c.p_value),
+                      format_shift(c.change, c.change_unit), format_ci(c), format_p(c.p_value),
                       format_p(c.q_value), c.verdict)
         previous = row.metric
     return table
@@ -179,72 +208,71 @@ def print_notes(comparison: Comparison, console: Console) -> None:
 # -- Markdown --------------------------------------------------------------------------
 
 def _md_table(header: list[str], rows: list[list[str]], right_from: int = 1) -> list[str]:
-    def clean(cell: str) -> str:
-        return cell.replace("|", "\\|")
-
+    """A Markdown table; cells of text from bundles come escaped (md_escape)."""
     align = ["---" if i < right_from else "---:" for i in range(len(header))]
-    lines = ["| " + " | ".join(map(clean, header)) + " |", "| " + " | ".join(align) + " |"]
-    lines += ["| " + " | ".join(map(clean, row)) + " |" for row in rows]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 
 
 def _paper_cell(row: Row | None) -> str:
     if row is None:
         return "-"
-    unit = row.metric.unit
-    text = format_value(row.stats.mean, unit)
-    if row.stats.std is not None:
-        text += f" ± {format_value(row.stats.std, unit)}"
+    text = format_value(row.stats.median, row.metric.unit)
     change = row.change
-    if change and change.change_pct is not None:
+    if change and change.change is not None:
         mark = "*" if change.significant else ", n.s."
-        text += f" ({format_pct(change.change_pct, change.change_unit)}{mark})"
+        text += f" ({format_shift(change.change, change.change_unit)}{mark})"
     return text
 
 
 def paper_table(comparison: Comparison, metric: MetricInfo) -> list[str]:
-    """Workloads down, configurations across: mean ± sd (change vs baseline)."""
+    """Workloads down, configurations across: the median (the change vs the baseline,
+    the Hodges-Lehmann estimate, which the median of each group reads beside)."""
     workloads = [w for w in comparison.workloads
                  if any(comparison.row(w, metric.name, c) for c in comparison.configurations)]
-    rows = [[w] + [_paper_cell(comparison.row(w, metric.name, c))
-                   for c in comparison.configurations] for w in workloads]
+    rows = [[md_escape(w)] + [_paper_cell(comparison.row(w, metric.name, c))
+                              for c in comparison.configurations] for w in workloads]
     better = f", {metric.better} is better" if metric.better else ""
-    return [f"**{metric.title}** (mean ± sd; change of the mean vs {comparison.baseline}{better})",
-            "", *_md_table(["workload", *comparison.configurations], rows)]
+    return [f"**{md_escape(metric.title)}** (median; change vs "
+            f"{md_escape(comparison.baseline)}: Hodges-Lehmann{better})",
+            "", *_md_table(["workload", *map(md_escape, comparison.configurations)], rows)]
 
 
 def markdown(comparison: Comparison) -> str:
-    lines = ["## Comparison", "", *[f"- {line}" for line in method_lines(comparison)], ""]
+    lines = ["## Comparison", "", *[f"- {md_escape(line)}" for line in method_lines(comparison)],
+             ""]
     for metric in comparison.metrics():
         lines += [*paper_table(comparison, metric), ""]
     lines.append(f"\\* significant (q < {comparison.alpha:g}); n.s. = not significant.")
     lines.append("")
     perturbation = perturbation_rows(comparison)
     if perturbation:
-        lines += [f"### Perturbation: change vs {comparison.baseline}", ""]
+        lines += [f"### Perturbation: change vs {md_escape(comparison.baseline)}", ""]
         lines += _md_table(["workload", "configuration", "wall", "user", "sys"],
-                           [[w, c, *(format_change(x) for x in changes)]
+                           [[md_escape(w), md_escape(c), *(format_change(x) for x in changes)]
                             for w, c, changes in perturbation], right_from=2)
         lines += ["", "n.s. = not significant", ""]
     for workload in comparison.workloads:
-        lines += [f"### {workload}", ""]
+        lines += [f"### {md_escape(workload)}", ""]
         rows = []
         for row in (r for r in comparison.rows if r.workload == workload):
             s, c, unit = row.stats, row.change, row.metric.unit
-            rows.append([row.metric.title, row.configuration, str(s.n), format_value(s.mean, unit),
+            rows.append([md_escape(row.metric.title), md_escape(row.configuration), str(s.n),
+                         format_value(s.mean, unit),
                          format_value(s.std, unit), format_value(s.median, unit),
                          format_value(s.min, unit), format_value(s.max, unit),
                          format_value(s.p99, unit),
-                         format_pct(c.change_pct, c.change_unit) if c else "", format_ci(c),
+                         format_shift(c.change, c.change_unit) if c else "", format_ci(c),
                          format_p(c.p_value) if c else "", format_p(c.q_value) if c else "",
                          c.verdict if c else "baseline"])
         lines += _md_table(["metric", "configuration", "n", "mean", "sd", "median", "min", "max",
-                            "p99", "change", f"{comparison.confidence:.0%} CI", "p", "q",
+                            "p99", "change", f"{format_level(comparison)} CI", "p", "q",
                             "verdict"], rows, right_from=2)
         lines.append("")
     if comparison.warnings:
         lines += ["### Warnings", ""]
-        lines += [f"- {w.message} ({w.hint})" for w in comparison.warnings]
+        lines += [f"- {md_escape(w.message)} ({md_escape(w.hint)})" for w in comparison.warnings]
         lines.append("")
     return "\n".join(lines)
 

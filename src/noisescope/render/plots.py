@@ -33,7 +33,6 @@ SCATTER_LIMIT = 20_000  # up to this many detours per panel are drawn one by one
 MAX_PANELS = 8
 WIDTH_IN = 10.0
 DPI = 100
-HOURGLASS_CYCLES = 1000
 STYLE = {
     "axes.grid": True,
     "grid.alpha": 0.3,
@@ -329,19 +328,22 @@ def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
     for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])
                                    if b.has_table("gap_histogram")), _cycle(), strict=False):
         h = bundle.table("gap_histogram").where(cpu=s["cpu"])
-        keep = h["upper_ticks"].astype(np.float64) > HOURGLASS_CYCLES
+        cut = s["hourglass_ns"]
+        keep = h["upper_ns"] > cut
         if not keep.any():
             continue
-        lower = np.maximum(h["lower_ticks"][keep].astype(np.float64), HOURGLASS_CYCLES)
-        upper = np.minimum(h["upper_ticks"][keep].astype(np.float64), lower * 2 ** 20)
+        lower = np.maximum(h["lower_ns"][keep].astype(np.float64), cut)
+        upper = np.minimum(h["upper_ns"][keep].astype(np.float64), lower * 2 ** 20)
         _bucket_stairs(ax, lower, upper, h["count"][keep], color=color, lw=1.1,
                        label=panel_title(bundle, s["cpu"], names, _several(bundles)))
         drawn += 1
-    if not _finish_log_log(ax, drawn, "gap between two clock reads (cycles)", "gaps per bucket",
-                           durations=False):
+    if not _finish_log_log(ax, drawn, "gap between two clock reads", "gaps per bucket",
+                           durations=True):
         return []
-    return [Figure("hourglass", "Hourglass: gaps above 1000 cycles",
-                   "Every gap between two reads of the clock longer than 1000 cycles, counted in "
+    cuts = " / ".join(sorted({format_duration(s["hourglass_ns"]) for b in bundles
+                              for s in b.summaries.get("detour", []) if "hourglass_ns" in s}))
+    return [Figure("hourglass", f"Hourglass: gaps above {cuts}",
+                   f"Every gap between two reads of the clock longer than {cuts}, counted in "
                    "the sampler's log-scale buckets (also those not stored as detours).", figure)]
 
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 from ..analysis.predict import Prediction, PredictOptions
+from ..analysis.predict.model import ESTIMATE_ASSUMES, no_estimate
 from ..bundle import Bundle
 from ..units import format_count, format_duration, format_rate
 
@@ -54,9 +55,13 @@ def source_lines(sources: tuple[dict, ...]) -> list[str]:
     return lines
 
 
-def prediction_table(points: list[dict], seeds: int) -> RichTable:
+def prediction_table(points: list[dict], options: PredictOptions, sources: tuple[dict, ...]
+                     ) -> RichTable:
+    seeds = options.seeds
     t = RichTable(title="Predicted run time (simulation, and the order-statistics estimate)",
-                  title_justify="left")
+                  title_justify="left", caption_justify="left")
+    missing = no_estimate(options, max((s["max_ns"] for s in sources if s["max_ns"] is not None),
+                                       default=None))
     for name in ("processes", "noise-free", "with noise", "slowdown",
                  f"spread ({seeds} seeds)" if seeds > 1 else "spread", "estimate",
                  "est. slowdown"):
@@ -65,9 +70,9 @@ def prediction_table(points: list[dict], seeds: int) -> RichTable:
         t.add_row(format_count(p["procs"]), format_duration(p["noise_free_ns"]),
                   format_duration(p["runtime_mean_ns"]), slowdown(p["slowdown_mean"]),
                   f"{slowdown(p['slowdown_min'])} - {slowdown(p['slowdown_max'])}",
-                  format_duration(p["analytic_ns"]), slowdown(p["analytic_slowdown"]))
-    if points and points[0]["analytic_ns"] is None:
-        t.caption = "no estimate without a compute window: it covers only the compute phase"
+                  *(("-", "-") if missing else (format_duration(p["analytic_ns"]),
+                                                slowdown(p["analytic_slowdown"]))))
+    t.caption = missing or ESTIMATE_ASSUMES
     return t
 
 
@@ -100,7 +105,7 @@ def prediction_blocks(prediction: Prediction) -> list[str | RichTable]:
                       f"{len(options.procs)} process counts")
     data = prediction.to_dict()
     if data["points"]:
-        blocks.append(prediction_table(data["points"], options.seeds))
+        blocks.append(prediction_table(data["points"], options, prediction.sources))
     if data["knees"]:
         blocks.append(knee_table(data["knees"], options.compute_ns))
     return blocks

@@ -13,7 +13,7 @@ escaping, no TeX in figure text).
 from __future__ import annotations
 
 import base64
-import html
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -23,11 +23,13 @@ from pathlib import Path
 
 from .. import __version__
 from ..analysis.fleet import FleetBundle
-from ..bundle import Bundle
+from ..bundle import MANIFEST, Bundle
+from ..errors import UsageError
 from ..units import format_cpu_list, format_duration
 from . import plots
 from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
+from .text import md_escape
 
 
 @dataclass
@@ -279,7 +281,6 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
     """Per fleet whose ranks ran on two nodes or more: every node against the others
     (`noisescope compare FLEET --by-node`: each node a configuration, its CPUs the units)."""
     from ..analysis.compare import compare
-    from ..errors import UsageError
     from .compare import change_table, method_lines, stats_table
 
     sections = []
@@ -362,16 +363,6 @@ def figure_files(report: Report) -> list[tuple[str, plots.Figure]]:
     return [(f"{i:02d}-{f.key}.png", f) for i, f in enumerate(report.figures, 1)]
 
 
-def md_escape(text: str) -> str:
-    """Text from a bundle, safe inside Markdown (no HTML, no table breaks, no emphasis)."""
-    escaped = html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
-    for mark in "\\`*_[]#":
-        if mark == "\\":
-            continue
-        escaped = escaped.replace(mark, "\\" + mark)
-    return escaped
-
-
 def render_markdown(report: Report, figure_dir: str) -> str:
     files = {id(f): name for name, f in figure_files(report)}
     lines = [f"# {md_escape(report.title)}", ""]
@@ -397,14 +388,63 @@ def render_markdown(report: Report, figure_dir: str) -> str:
     return "\n".join(lines)
 
 
-def write_report(bundles: list[Bundle], output: str | os.PathLike[str], fmt: str = "html") -> Path:
-    """Build the report and write it; returns the file (or directory for png)."""
+def check_output(output: str | os.PathLike[str], fmt: str = "html", *, replace: bool = False) -> None:
+    """Refuse a report output that exists (unless `replace`) or lies inside a
+    bundle (a bundle holds only its own report.html), before anything is drawn."""
+    out = Path(output)
+    written = [out, _figure_dir(out)] if fmt == "md" else [out]
+    for path in written:
+        inside = _bundle_around(path)
+        own_report = fmt == "html" and path.name == "report.html" and path.parent.resolve() == inside
+        if inside is not None and not own_report:
+            raise UsageError(f"cannot write {path}: it is inside the bundle {inside}, which holds "
+                             f"no other file than its report.html", "choose another -o")
+        if os.path.lexists(path) and not replace:
+            raise UsageError(f"cannot write {path}: it already exists",
+                             "choose another -o, or add --force to replace it")
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot write {out}: directory {out.parent} does not exist",
+                         "create it first or choose another -o")
+
+
+def _figure_dir(out: Path) -> Path:
+    """Where the PNG files of a Markdown report go."""
+    return out.with_name(out.stem + "_files")
+
+
+def _bundle_around(path: Path) -> Path | None:
+    """The bundle directory `path` is inside (or is: a png directory), if any."""
+    parent = path.parent.resolve()
+    for directory in (path.resolve(), parent, *parent.parents):
+        if _is_bundle(directory):
+            return directory
+    return None
+
+
+def _is_bundle(directory: Path) -> bool:
+    """Whether `directory` holds a noisescope manifest (a damaged one counts;
+    another program's manifest.json does not)."""
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return (directory / MANIFEST).is_file()
+    tool = manifest.get("tool") if isinstance(manifest, dict) else None
+    return not isinstance(tool, dict) or tool.get("name") == "noisescope"
+
+
+def write_report(bundles: list[Bundle], output: str | os.PathLike[str], fmt: str = "html", *,
+                 replace: bool = False) -> Path:
+    """Build the report and write it; returns the file (or directory for png).
+    An existing output is replaced only if `replace` (check_output)."""
+    check_output(output, fmt, replace=replace)
     out = Path(output)
     report = build_report(bundles)
     if fmt == "html":
         _atomic_write(out, render_html(report).encode())
     elif fmt == "md":
-        figure_dir = out.with_name(out.stem + "_files")
+        figure_dir = _figure_dir(out)
         figure_dir.mkdir(exist_ok=True)
         for name, f in figure_files(report):
             _atomic_write(figure_dir / name, f.png())

@@ -52,13 +52,25 @@ def header_lines(bundle: Bundle) -> list[str]:
                 f"{p['loops']:,} loops" if p.get("loops") else format_duration(p["duration_ns"]))
         lines.append(f"CPUs {format_cpu_list(p['cpus'])}, {span}, {mode}"
                      + ("" if m["complete"] else "  [INCOMPLETE]"))
-        dma = (m.get("privileges") or {}).get("dma_latency", "not requested")
-        if dma != "not requested":
-            lines.append(f"/dev/cpu_dma_latency: {dma}")
+        if "timerlat" in m["summaries"]:
+            lines.append(idle_states_line(p.get("dma_latency_us"),
+                                          (m.get("privileges") or {}).get("dma_latency")))
     if host.get("hz_estimate", {}).get("hz"):
         lines.append(f"timer tick: about {host['hz_estimate']['hz']} Hz "
                      f"(CONFIG_HZ={host.get('config_hz') or '?'})")
     return lines + trace_lines(m)
+
+
+def idle_states_line(requested_us: int | None, outcome: str | None) -> str:
+    """Whether timer latencies were measured with the CPUs kept out of deep idle
+    states (cyclictest holds /dev/cpu_dma_latency at 0 unless told --laptop)."""
+    if requested_us is not None and outcome and not outcome.startswith("skipped"):
+        like = ", as cyclictest" if requested_us == 0 else ""
+        return (f"idle states: held at {requested_us} us exit latency (/dev/cpu_dma_latency, "
+                f"while measuring{like})")
+    why = outcome if outcome and outcome.startswith("skipped") else "not requested"
+    return (f"idle states: not held (/dev/cpu_dma_latency {why}: CPUs may sleep deeply between "
+            f"wakeups; cyclictest holds it at 0, as --dma-latency 0 does)")
 
 
 def import_lines(source: dict | None) -> list[str]:
@@ -97,14 +109,14 @@ def _place(s: dict) -> list[str]:
 def detour_table(rows: list[dict]) -> RichTable:
     t = RichTable(title="Detours (CPU taken away for >= threshold)", title_justify="left")
     _place_columns(t, rows)
-    for name in ("noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop cyc", "loop ns"):
+    for name in ("noise %", "detours/s", "p50", "p99", "p99.9", "max", "loop ticks", "loop ns"):
         t.add_column(name, justify="right")
     for s in rows:
         approx = "~" if s.get("percentiles_from") == "histogram" else ""
         t.add_row(
             *_place(s), _pct(s["noise_pct"]), _num(s["detours_per_s"], 1),
             approx + _ns(s["p50_ns"]), approx + _ns(s["p99_ns"]), approx + _ns(s["p999_ns"]),
-            _ns(s["max_ns"]), _num(s.get("resolution_cycles")), _num(s.get("resolution_ns"), 1),
+            _ns(s["max_ns"]), _num(s.get("resolution_ticks")), _num(s.get("resolution_ns"), 1),
         )
     return t
 
@@ -113,13 +125,14 @@ def hourglass_table(rows: list[dict]) -> RichTable | None:
     rows = [s for s in rows if "iterations" in s]  # imported detour figures have none
     if not rows:
         return None
-    t = RichTable(title="Hourglass (gaps between TSC reads)", title_justify="left")
+    t = RichTable(title="Hourglass (gaps between clock reads)", title_justify="left")
     _place_columns(t, rows)
-    for name in ("reads", "avg gap cyc", "max gap cyc", "gaps > 1000 cyc"):
+    cut = {format_duration(s["hourglass_ns"]) for s in rows}
+    for name in ("reads", "avg gap", "max gap", f"gaps > {' / '.join(sorted(cut))}"):
         t.add_column(name, justify="right")
     for s in rows:
-        t.add_row(*_place(s), _num(s["iterations"]), _num(s["mean_loop_cycles"], 1),
-                  _num(s["max_gap_cycles"]), _num(s["gaps_over_1000_cycles"]))
+        t.add_row(*_place(s), _num(s["iterations"]), _ns(s["mean_gap_ns"]),
+                  _ns(s["max_ns"]), _num(s["hourglass_gaps"]))
     return t
 
 

@@ -131,12 +131,16 @@ def trace_lines(manifest: dict) -> list[str]:
              + (f"{lost:,} lost" if lost else "none lost")]
     cost = trace.get("cost")
     if cost:
-        busy = cost.get("max_run_delay_pct", 0.0)
+        busy = cost["max_run_delay_pct"]
         caveat = (f"; not meaningful: other tasks took {busy:.0f}% of a sampler's time"
                   if busy > BUSY_COST_PCT else "")
-        lines.append(f"tracing cost: noise {cost['noise_pct_increase']:+.3f} percentage points, "
-                     f"detours {cost['detours_per_s_increase']:+.1f}/s (traced vs a "
-                     f"{format_duration(cost['reference_ns'])} untraced run{caveat})")
+        noise, rate = cost["noise_pct_increase_interval"], cost["detours_per_s_increase_interval"]
+        lines.append(f"tracing cost: noise {cost['noise_pct_increase']:+.3f} percentage points "
+                     f"[{noise[0]:+.3f}, {noise[1]:+.3f}], detours "
+                     f"{cost['detours_per_s_increase']:+.1f}/s [{rate[0]:+.1f}, {rate[1]:+.1f}] "
+                     f"(traced - untraced: median of {cost['pairs']} interleaved pairs of "
+                     f"{format_duration(cost['run_ns'])} runs, {cost['confidence']:.0%} "
+                     f"interval{caveat})")
     return lines
 
 

@@ -1,6 +1,7 @@
 """Tracing as `noisescope scan` uses it: one session for the whole scan, one
-recording per probe run, an untraced reference run to measure tracing's own
-cost, and the attribution of the detours at the end.
+recording per probe run, on request a measurement of tracing's own cost
+(interleaved pairs of untraced and traced detour runs), and the attribution
+of the detours at the end.
 
 Between probes the buffers are only copied to files in a work directory;
 they are decoded once the measuring is over. Without a destination the
@@ -20,11 +21,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
+from .. import interrupts
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
+from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
 from ..tables import StoredTable, Table, repeated
 from .attribute import attribute
@@ -36,7 +40,10 @@ from .tracefs import TracingUnavailable
 from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
 from .wakeups import explain_late_wakeups
 
-DEFAULT_COST_REFERENCE_NS = 2_000_000_000
+# `scan --trace-cost`: pairs of an untraced and a traced detour run. The smallest
+# and largest of 6 paired differences hold their median with 1 - 2 x 2^-6 = 97%
+# confidence (a sign-test interval: no assumption about the noise's distribution).
+COST_PAIRS = 6
 
 
 def _drop(batch: TraceEvents) -> None:
@@ -47,7 +54,7 @@ def _drop(batch: TraceEvents) -> None:
 class TraceOptions:
     enabled: bool = True
     buffer_kb: int | None = None  # per CPU; None: sized from the probe duration
-    cost_reference_ns: int = DEFAULT_COST_REFERENCE_NS  # untraced detour run; 0: skip
+    cost_ns: int = 0  # time spent measuring tracing's own cost (COST_PAIRS pairs); 0: none
     wakeup_threshold_ns: int = DEFAULT_WAKEUP_THRESHOLD_NS  # timerlat: explain wakeups this late
     osnoise: str = "auto"  # the osnoise tracer's noise events too (trace.osnoise): auto, on, off
 
@@ -63,9 +70,10 @@ class ScanTracing:
     spooling: bool = False  # decoded events to Parquet files (else memory)
     recordings: list[tuple[str, Recording]] = field(default_factory=list)
     captures: list[tuple[str, Capture]] = field(default_factory=list)
-    reference: list[dict] | None = None  # detour summaries of the untraced run
+    cost_pairs: list[tuple[list[dict], list[dict]]] = field(default_factory=list)  # detour
+    # summaries of the untraced and the traced run of each pair
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    interrupted_collection: bool = False
+    incomplete: bool = False  # a recording's trace is missing (not copied, or not decoded)
 
     @classmethod
     def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
@@ -83,11 +91,19 @@ class ScanTracing:
             tracing.diagnostics.append(Diagnostic(
                 Code.TRACING_UNAVAILABLE, f"detours are not explained: {why}"))
             return tracing
-        if destination is not None:
-            workdir = destination.parent / f".{destination.name}.trace-{os.getpid()}"
-            workdir.mkdir()
-        else:
-            workdir = Path(tempfile.mkdtemp(prefix="noisescope-trace-"))
+        try:
+            if destination is not None:
+                workdir = make_workdir(destination.parent / f".{destination.name}.trace-{os.getpid()}")
+            else:
+                workdir = mark_workdir(Path(tempfile.mkdtemp(
+                    prefix=f"{TEMPORARY_TRACE_PREFIX}{os.getpid()}-")))
+        except OSError as error:
+            session.close()
+            tracing = cls(options, reason=f"no room for the trace copies ({error.strerror})")
+            tracing.diagnostics.append(Diagnostic(
+                Code.WRITE_FAILED, f"detours are not explained: the trace copies could not be "
+                                   f"kept ({error.strerror}: {error.filename})"))
+            return tracing
         return cls(options, session, workdir=workdir, spooling=destination is not None)
 
     @property
@@ -102,17 +118,43 @@ class ScanTracing:
         try:
             result = run()
         finally:
+            name = f"{len(self.recordings)}-{probe}"
             try:
-                name = f"{len(self.recordings)}-{probe}"
                 self.recordings.append((probe, self.session.stop(self.workdir, name)))
-            except KeyboardInterrupt:
-                # Interrupted while copying the buffers: the probe's data is
-                # kept, its trace is not.
-                self.interrupted_collection = True
+            except OSError as error:  # no room for the copies: the probe's data is kept, its trace not
+                for copy in self.workdir.glob(f"{name}.*"):
+                    copy.unlink()
+                self.incomplete = True
+                self.diagnostics.append(Diagnostic(
+                    Code.WRITE_FAILED, f"the trace of {probe} was not kept: copying it failed "
+                                       f"({error.strerror})"))
         return result
 
-    def wants_cost_reference(self) -> bool:
-        return self.active and self.options.cost_reference_ns > 0 and self.reference is None
+    def wants_cost(self) -> bool:
+        return self.active and self.options.cost_ns > 0 and not self.cost_pairs
+
+    def measure_cost(self, run: Callable[[int], _DetourRun]) -> bool:
+        """Tracing's own cost: COST_PAIRS pairs of detour runs of cost_ns / (2 x
+        COST_PAIRS) each, one untraced and one traced (its events dropped), which of
+        them goes first alternating so that a drift of the machine cancels. `run`
+        measures for the given ns. Returns whether it was interrupted."""
+        assert self.session is not None and self.workdir is not None
+        length = self.options.cost_ns // (2 * COST_PAIRS)
+        for pair in range(COST_PAIRS):
+            summaries = {}
+            for traced in (False, True) if pair % 2 == 0 else (True, False):
+                if traced:
+                    self.session.start()
+                try:
+                    result = run(length)
+                finally:
+                    if traced:
+                        self.session.stop(self.workdir, f"cost-{pair}").remove_files()
+                if result.interrupted:
+                    return True
+                summaries[traced] = result.summaries
+            self.cost_pairs.append((summaries[False], summaries[True]))
+        return False
 
     def close(self) -> None:
         """Restore the kernel's tracing state (right after the probes)."""
@@ -125,19 +167,21 @@ class ScanTracing:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- results -------------------------------------------------------------------
-    def _decode(self) -> EventSource:
+    def _decode(self, stage: interrupts.Stage) -> EventSource:
         """Decode every recording (the captures: counts, coverage, event
-        names); returns where to read the events again by CPU and time."""
+        names) until a stop; returns where to read the events again by CPU and time."""
         assert self.session is not None
+        session = self.session
         for probe, recording in self.recordings:
             # The raw pages of a scan that writes a bundle are read again
             # later; text (the fallback reader) is parsed whole, so it is kept.
             keep = not self.spooling or recording.text is not None
-            try:
-                self.captures.append((probe, self.session.decode(recording, None if keep else _drop)))
-            except KeyboardInterrupt:
-                self.interrupted_collection = True
+            capture = stage.run("reading the trace", lambda r=recording, k=keep: session.decode(
+                r, None if k else _drop))
+            if capture is None:
+                self.incomplete = True
                 break
+            self.captures.append((probe, capture))
             if not self.spooling:  # nothing reads these pages again: free the disk (often tmpfs)
                 recording.remove_files()
             release_free_memory()
@@ -154,13 +198,23 @@ class ScanTracing:
         assert self.workdir is not None
         spool = EventSpool(self.workdir)
 
-        def write_files() -> None:  # both files, once: the bundle asks for the first one
+        def write_files(give_up: Callable[[], bool]) -> None:  # both files, once
             assert self.session is not None
-            for _, recording in self.recordings[:len(self.captures)]:
-                self.session.decode(recording, spool.append)
-                recording.remove_files()  # the spool holds its events now
-                release_free_memory()
-            spool.finish()
+
+            def append(batch: TraceEvents) -> None:
+                if give_up():  # an interrupt while the bundle is written
+                    raise interrupts.GaveUp
+                spool.append(batch)
+
+            try:
+                for _, recording in self.recordings[:len(self.captures)]:
+                    self.session.decode(recording, append)
+                    recording.remove_files()  # the spool holds its events now
+                    release_free_memory()
+                spool.finish()
+            except BaseException:  # no half-written file may pass for a whole one
+                spool.discard()
+                raise
 
         return {"events": StoredTable(spool.source.events_path,
                                       sum(c.event_count for _, c in self.captures),
@@ -176,12 +230,14 @@ class ScanTracing:
                                 "probe": repeated(probe, capture.coverage.rows)}))
         return Table.concat(parts)
 
-    def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]]) -> dict:
+    def finish(self, tables: dict[str, Table], summaries: dict[str, list[dict]],
+               stage: interrupts.Stage) -> dict:
         """Add the trace tables, the causes of the detours and late wakeups and
-        their summaries; returns the manifest's `trace` section."""
+        their summaries; returns the manifest's `trace` section. A stop cuts the
+        analysis short (`stage`): what is done is kept, the rest is left out."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace = self._decode()
+        trace = self._decode(stage)
         coverage = self.coverage()
         if self.spooling:
             tables.update(self._stored_events())
@@ -192,22 +248,28 @@ class ScanTracing:
         detours = tables.get("detours")
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
                                                         for _, c in self.captures):
-            attribution = attribute(detours, trace, coverage,
-                                    injected=invisible_to_the_kernel(tables.get("injections")))
-            release_free_memory()
-            tables["detours"] = attribution.annotate(detours)
-            tables["detour_causes"] = attribution.causes
-            summaries["attribution"] = attribution_summary(tables["detours"], attribution.causes, trace)
+            def explain_detours():
+                attribution = attribute(detours, trace, coverage,
+                                        injected=invisible_to_the_kernel(tables.get("injections")))
+                release_free_memory()
+                annotated = attribution.annotate(detours)
+                return annotated, attribution.causes, attribution_summary(annotated,
+                                                                          attribution.causes, trace)
+
+            explained = stage.run("explaining the detours", explain_detours)
+            if explained is not None:
+                tables["detours"], tables["detour_causes"], summaries["attribution"] = explained
         series = tables.get("timerlat")
         if series is not None and not series.rows and summaries.get("timerlat"):
             self.session.info.notes.append("late wakeups not explained: the timerlat series was "
                                            "not stored (--no-series)")
         elif series is not None and series.rows and any(c.event_count + c.switch_count
                                                         for p, c in self.captures if p == "timerlat"):
-            late = explain_late_wakeups(series, self.options.wakeup_threshold_ns,
-                                        summaries["timerlat"], trace, coverage)
-            tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
-            summaries["late_wakeups"] = late.summary
+            late = stage.run("explaining the late wakeups", lambda: explain_late_wakeups(
+                series, self.options.wakeup_threshold_ns, summaries["timerlat"], trace, coverage))
+            if late is not None:
+                tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
+                summaries["late_wakeups"] = late.summary
         lost = int(coverage["lost_events"].sum()) if coverage.rows else 0
         if lost:
             worst = coverage.filter(coverage["lost_events"] > 0)
@@ -216,10 +278,6 @@ class ScanTracing:
                 f"the trace buffer filled: {lost} events lost on CPUs "
                 f"{', '.join(str(c) for c in sorted(set(worst['cpu'].tolist())))}; detours after "
                 f"the loss are 'untraced'"))
-        if self.interrupted_collection:
-            self.diagnostics.append(Diagnostic(
-                Code.INTERRUPTED, "interrupted while reading the trace; events of the last "
-                                  "recordings are missing"))
         if self.spooling:
             for _, capture in self.captures:
                 capture.events = None  # the text reader's: parsed again when they are spooled
@@ -257,40 +315,38 @@ class ScanTracing:
             "notes": info.notes,
             "recordings": recordings,
         }
-        cost = tracing_cost(self.reference, summaries.get("detour"))
-        if cost:
-            section["cost"] = {"reference_ns": self.options.cost_reference_ns, **cost}
+        if self.cost_pairs:
+            section["cost"] = tracing_cost(self.cost_pairs,
+                                           self.options.cost_ns // (2 * COST_PAIRS))
         return section
 
 
-def tracing_cost(untraced: list[dict] | None, traced: list[dict] | None) -> dict | None:
-    """Noise fraction and detour rate with tracing on minus off, per CPU and
-    on average (percentage points, detours per second)."""
-    if not untraced or not traced:
-        return None
-    before = {s["cpu"]: s for s in untraced}
-    per_cpu = []
-    for s in traced:
-        ref = before.get(s["cpu"])
-        if ref is None:
-            continue
-        per_cpu.append({"cpu": s["cpu"],
-                        "untraced_noise_pct": ref["noise_pct"], "traced_noise_pct": s["noise_pct"],
-                        "untraced_detours_per_s": ref["detours_per_s"],
-                        "traced_detours_per_s": s["detours_per_s"]})
-    if not per_cpu:
-        return None
-    delays = [s["run_delay_ns"] / s["measured_ns"] for s in [*untraced, *traced] if s.get("measured_ns")]
-    return {
-        "per_cpu": per_cpu,
-        # Other tasks' time in either run swamps tracing's cost: then the
-        # difference says nothing (bench/trace_cost.py measures it properly).
-        "max_run_delay_pct": 100.0 * max(delays, default=0.0),
-        "noise_pct_increase": float(np.mean([c["traced_noise_pct"] - c["untraced_noise_pct"]
-                                             for c in per_cpu])),
-        "detours_per_s_increase": float(np.mean([c["traced_detours_per_s"] - c["untraced_detours_per_s"]
-                                                 for c in per_cpu])),
-    }
+class _DetourRun(Protocol):
+    interrupted: bool
+    summaries: list[dict]
+
+
+def tracing_cost(pairs: list[tuple[list[dict], list[dict]]], run_ns: int) -> dict:
+    """Traced minus untraced, per pair (the mean over the CPUs): noise in percentage
+    points and detours per second; their median and its interval [min, max]."""
+    def mean(rows: list[dict], name: str) -> float:
+        return float(np.mean([s[name] for s in rows]))
+
+    per_pair = [{f"{side}_{name}": mean(rows, name) for side, rows in (("untraced", untraced),
+                                                                       ("traced", traced))
+                 for name in ("noise_pct", "detours_per_s")} for untraced, traced in pairs]
+    delays = [s["run_delay_ns"] / s["measured_ns"] for untraced, traced in pairs
+              for s in [*untraced, *traced] if s.get("measured_ns")]
+    cost = {"pairs": len(pairs), "run_ns": run_ns, "per_pair": per_pair,
+            "confidence": 1 - 2 * 0.5 ** len(pairs),
+            # other tasks' time in the runs swamps tracing's cost
+            "max_run_delay_pct": 100.0 * max(delays, default=0.0)}
+    for name, key in (("noise_pct", "noise_pct_increase"),
+                      ("detours_per_s", "detours_per_s_increase")):
+        differences = [p[f"traced_{name}"] - p[f"untraced_{name}"] for p in per_pair]
+        cost[key] = float(np.median(differences))
+        cost[f"{key}_interval"] = [float(min(differences)), float(max(differences))]
+    return cost
 
 
 def invisible_to_the_kernel(injections: Table | None) -> Table | None:

@@ -34,8 +34,11 @@ import numpy as np
 
 from .. import _native
 from ..clock import MeasurementClock
+from ..errors import UsageError
 from ..knobs import KnobJournal, restore_leftovers
+from ..memory import available_kib
 from ..tables import Table
+from ..units import format_size_kib
 from . import osnoise
 from .events import (
     SCHED_SWITCH,
@@ -84,17 +87,27 @@ def buffer_kb_for(recording_ns: int, cpus: int, mem_available_kb: int | None) ->
     """Per-CPU buffer that holds EVENTS_PER_SECOND for `recording_ns`."""
     wanted = int(recording_ns / 1e9 * EVENTS_PER_SECOND * BYTES_PER_EVENT / 1024)
     size = min(max(wanted, MIN_BUFFER_KB), MAX_BUFFER_KB)
-    if mem_available_kb:
-        size = min(size, max(MIN_BUFFER_KB // 4, int(mem_available_kb * MEMORY_SHARE / max(cpus, 1))))
-    return size
+    cap = memory_cap_kb(cpus, mem_available_kb)
+    return size if cap is None else min(size, cap)
 
 
-def _mem_available_kb() -> int | None:
-    try:
-        match = re.search(r"^MemAvailable:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
-    except OSError:
+def memory_cap_kb(cpus: int, mem_available_kb: int | None) -> int | None:
+    """The largest buffer per CPU: all of them together take at most MEMORY_SHARE
+    of the available memory (kernel memory, held while tracing)."""
+    if not mem_available_kb:
         return None
-    return int(match.group(1)) if match else None
+    return max(MIN_BUFFER_KB // 4, int(mem_available_kb * MEMORY_SHARE / max(cpus, 1)))
+
+
+def check_buffer_kb(buffer_kb: int | None, cpus: int, mem_available_kb: int | None) -> None:
+    """An explicit buffer size (--trace-buffer) is capped as the default size is."""
+    cap = memory_cap_kb(cpus, mem_available_kb)
+    if buffer_kb is not None and cap is not None and buffer_kb > cap:
+        raise UsageError(
+            f"--trace-buffer {format_size_kib(buffer_kb)} per CPU is more than the tracing share "
+            f"of available memory ({MEMORY_SHARE:.0%} of {format_size_kib(mem_available_kb)} over "
+            f"{cpus} CPU{'s' if cpus != 1 else ''})",
+            f"give at most {format_size_kib(cap)}, or leave it out to size the buffer by itself")
 
 
 @dataclass(frozen=True)
@@ -230,6 +243,10 @@ class TraceSession:
         try:
             self._mount = find_or_mount(self.mountpoint)
             self.info.tracefs, self.info.mounted_by_us = str(self._mount.path), self._mount.mounted_by_us
+            if self._mount.taken_over_from is not None:
+                self.info.notes.append(f"tracefs was mounted by noisescope process "
+                                       f"{self._mount.taken_over_from}, which is gone: this run "
+                                       f"unmounts it when done")
             removed, failed = remove_leftovers(self._mount.path)
             restored, unrestored = restore_leftovers()
             self.info.leftovers_removed = removed + [f"restored {r}" for r in restored]
@@ -271,7 +288,7 @@ class TraceSession:
 
     def _size_buffers(self, instance: Instance) -> None:
         size = self.requested_buffer_kb or buffer_kb_for(self.recording_ns, len(self.cpus),
-                                                         _mem_available_kb())
+                                                         available_kib())
         online = sorted(int(p.name[3:]) for p in instance.path.joinpath("per_cpu").glob("cpu*")
                         if p.name[3:].isdigit())
         for cpu in online:  # CPUs we do not record keep the smallest buffer

@@ -16,6 +16,7 @@ events by CPU and time range from any kind of source:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -138,7 +139,8 @@ class RecordedEvents:
 
 @dataclass
 class EventSpool:
-    """Appends TraceEvents batches to Parquet files in `directory`."""
+    """Appends TraceEvents batches to Parquet files in `directory`, each under
+    a temporary name until finish(): a file under its own name is whole."""
 
     directory: Path
     _writers: dict[str, object] = field(default_factory=dict)
@@ -159,9 +161,20 @@ class EventSpool:
         arrow = table.to_arrow()
         if name not in self._writers:
             strings = [f.name for f in arrow.schema if str(f.type).startswith("dictionary")]
-            self._writers[name] = pq.ParquetWriter(path, arrow.schema, compression="zstd",
-                                                   use_dictionary=strings)
+            self._writers[name] = pq.ParquetWriter(_unfinished(path), arrow.schema,
+                                                   compression="zstd", use_dictionary=strings)
         self._writers[name].write_table(arrow)
+
+    def discard(self) -> None:
+        """Close and remove the files (a spool cut short)."""
+        for writer in self._writers.values():
+            try:
+                writer.close()
+            except OSError:  # the file goes anyway
+                pass
+        self._writers.clear()
+        for path in (self.source.events_path, self.source.switches_path):
+            _unfinished(path).unlink(missing_ok=True)
 
     def finish(self) -> ParquetEvents:
         """Close the files (empty tables are written too); the source to read."""
@@ -171,5 +184,10 @@ class EventSpool:
             if name not in self._writers:
                 self._write(name, table, path)
             self._writers.pop(name).close()
+            os.rename(_unfinished(path), path)
         return self.source
+
+
+def _unfinished(path: Path) -> Path:
+    return path.with_name(path.name + ".partial")
 

@@ -8,12 +8,18 @@ when no other instance is left in it, which another tool may be using).
 
 A run killed with SIGKILL leaves its instance behind; the next run (or
 `noisescope cleanup`) removes instances named noisescope-<pid> whose process
-is gone. Instances of other tools are never touched.
+is gone. Instances of other tools are never touched. A run that mounts
+tracefs records it (`MOUNT_RECORDS`), and keeps the record while the mount
+stays (another run's instance in it, or a SIGKILL): the next run, or
+`noisescope cleanup`, takes over a record whose process is gone and
+unmounts tracefs when nobody uses it. A mount without such a record (the
+system's) is never unmounted.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import subprocess
@@ -21,9 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..knobs import process_alive
+from ..leftovers import identity, owner_gone, process_alive
 
 DEFAULT_MOUNTPOINT = Path("/sys/kernel/tracing")
+MOUNT_RECORDS = Path("/run/noisescope")  # tracefs-PID.json: where process PID mounted tracefs
 INSTANCE_PREFIX = "noisescope-"
 _OUR_INSTANCE = re.compile(rf"^{INSTANCE_PREFIX}(\d+)$")
 # rmdir of an instance fails with EBUSY while a reader still has one of its
@@ -56,16 +63,17 @@ def _read_mounts() -> str:
 @dataclass
 class Mount:
     path: Path
-    mounted_by_us: bool
+    mounted_by_us: bool  # mounted by this run, or taken over from a run that is gone
+    taken_over_from: int | None = None  # that run's PID
 
 
 def find_or_mount(mountpoint: Path = DEFAULT_MOUNTPOINT) -> Mount:
     """Use an existing tracefs mount (preferring `mountpoint`), else mount one there."""
     mounts = tracefs_mounts(_read_mounts())
-    if mountpoint in mounts:
-        return Mount(mountpoint, False)
-    if mounts and mountpoint == DEFAULT_MOUNTPOINT:
-        return Mount(mounts[0], False)
+    if mountpoint in mounts or (mounts and mountpoint == DEFAULT_MOUNTPOINT):
+        path = mountpoint if mountpoint in mounts else mounts[0]
+        gone = _take_over_record(path, mounts)
+        return Mount(path, gone is not None, gone)
     if not mountpoint.is_dir():
         raise TracingUnavailable(f"this kernel has no tracefs ({mountpoint} does not exist)")
     done = subprocess.run(["mount", "-t", "tracefs", "nodev", str(mountpoint)],
@@ -73,12 +81,13 @@ def find_or_mount(mountpoint: Path = DEFAULT_MOUNTPOINT) -> Mount:
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
         raise TracingUnavailable(f"tracefs is not mounted and mounting it failed ({reason})")
+    _write_record(mountpoint)
     return Mount(mountpoint, True)
 
 
 def release_mount(mount: Mount) -> str | None:
-    """Unmount tracefs if this run mounted it and nobody else has an instance
-    in it. Returns why it stayed mounted, or None."""
+    """Unmount tracefs if this run mounted it (or took it over) and nobody else
+    has an instance in it. Returns why it stayed mounted, or None."""
     if not mount.mounted_by_us:
         return None
     try:
@@ -88,7 +97,51 @@ def release_mount(mount: Mount) -> str | None:
     if others:
         return f"left mounted: instances {', '.join(sorted(others))} are in use"
     done = subprocess.run(["umount", str(mount.path)], capture_output=True, text=True)
-    return None if done.returncode == 0 else f"left mounted: umount failed ({done.stderr.strip()})"
+    if done.returncode != 0:
+        return f"left mounted: umount failed ({done.stderr.strip()})"
+    _record_path(os.getpid()).unlink(missing_ok=True)
+    return None
+
+
+def _record_path(pid: int) -> Path:
+    return MOUNT_RECORDS / f"tracefs-{pid}.json"
+
+
+def _write_record(mountpoint: Path) -> None:
+    """Note that this process mounted tracefs at `mountpoint` (best effort: without
+    the note a mount left behind is only never unmounted)."""
+    try:
+        MOUNT_RECORDS.mkdir(mode=0o700, exist_ok=True)
+        temporary = _record_path(os.getpid()).with_suffix(".tmp")
+        temporary.write_text(json.dumps({**identity(), "mountpoint": str(mountpoint)}) + "\n")
+        temporary.rename(_record_path(os.getpid()))
+    except OSError:
+        pass
+
+
+def _take_over_record(mountpoint: Path, mounts: list[Path]) -> int | None:
+    """If a noisescope run that is gone mounted tracefs at `mountpoint`, make its
+    record this run's; returns that run's PID. Records of gone runs whose mount
+    is gone too (unmounted by hand) are dropped on the way."""
+    try:
+        records = sorted(MOUNT_RECORDS.glob("tracefs-*.json"))
+    except OSError:
+        return None
+    taken_from = None
+    for record in records:
+        try:
+            noted = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(noted, dict) or noted.get("pid") == os.getpid() or not owner_gone(noted):
+            continue
+        if Path(str(noted.get("mountpoint"))) not in mounts:
+            record.unlink(missing_ok=True)
+        elif noted.get("mountpoint") == str(mountpoint) and taken_from is None:
+            _write_record(mountpoint)
+            record.unlink(missing_ok=True)
+            taken_from = noted["pid"]
+    return taken_from
 
 
 def leftover_instances(tracefs: Path) -> list[str]:
@@ -196,12 +249,24 @@ def instance_name(pid: int | None = None) -> str:
 
 
 def cleanup(mountpoint: Path = DEFAULT_MOUNTPOINT) -> tuple[list[str], list[str]]:
-    """Remove the instances of noisescope runs that were killed; (removed, failed).
+    """Remove what killed noisescope runs left in tracefs: their instances, and
+    the mount of one that mounted it. Returns (what was done, what failed),
+    one line each.
 
     Instances outlive an unmount, so tracefs is mounted for this if needed
     (and unmounted again)."""
     mount = find_or_mount(mountpoint)
     try:
-        return remove_leftovers(mount.path)
+        removed, failed = remove_leftovers(mount.path)
     finally:
-        release_mount(mount)
+        stays = release_mount(mount)
+    done = [f"removed tracefs instance {name} (its process is gone)" for name in removed]
+    failed = [f"could not remove tracefs instance {failure}" for failure in failed]
+    if mount.taken_over_from is not None:
+        if stays is None:
+            done.append(f"unmounted tracefs at {mount.path} (mounted by noisescope process "
+                        f"{mount.taken_over_from}, which is gone)")
+        else:
+            failed.append(f"tracefs at {mount.path} (mounted by noisescope process "
+                          f"{mount.taken_over_from}, which is gone) {stays}")
+    return done, failed

@@ -25,8 +25,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,25 +52,40 @@ static long long microseconds(struct timeval t)
     return (long long)t.tv_sec * 1000000 + t.tv_usec;
 }
 
-/* Reads exactly `size` bytes; 0 on success, -1 at end of file or error. */
-static int read_all(int fd, void *buffer, size_t size)
+/* Transfers exactly `size` bytes, reading (POLLIN) or writing (POLLOUT),
+ * through short transfers, signals and non-blocking pipes that are empty or
+ * full (the harness may hand such over): waits until the pipe is ready.
+ * 0 on success, -1 at end of file or on error (such as a vanished harness). */
+static int transfer_all(int fd, char *data, size_t size, short direction)
 {
-    char *at = buffer;
     while (size > 0) {
-        ssize_t got = read(fd, at, size);
-        if (got < 0 && errno == EINTR)
+        ssize_t done = direction == POLLIN ? read(fd, data, size) : write(fd, data, size);
+        if (done < 0 && errno == EINTR)
             continue;
-        if (got <= 0)
+        if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd ready = {.fd = fd, .events = direction};
+            if (poll(&ready, 1, -1) >= 0 || errno == EINTR)
+                continue;
+        }
+        if (done <= 0)
             return -1;
-        at += got;
-        size -= (size_t)got;
+        data += done;
+        size -= (size_t)done;
     }
     return 0;
 }
 
-static int write_line(int fd, const char *line, int length)
+/* Formats one line and writes all of it. */
+__attribute__((format(printf, 2, 3))) static int write_line(int fd, const char *format, ...)
 {
-    return length > 0 && write(fd, line, (size_t)length) == length ? 0 : -1;
+    char line[256];
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    if (length < 0 || (size_t)length >= sizeof line)
+        return -1;
+    return transfer_all(fd, line, (size_t)length, POLLOUT);
 }
 
 /* Splits the request into path, argv, envp and cwd (pointers into `data`). */
@@ -131,7 +148,6 @@ static void run_one(const char *path, char **argv, char **envp, const char *cwd,
     if (cwd[0] != '\0')
         posix_spawn_file_actions_addchdir_np(&actions, cwd);
 
-    char line[256];
     pid_t pid;
     struct rusage usage;
     memset(&usage, 0, sizeof usage);
@@ -139,7 +155,7 @@ static void run_one(const char *path, char **argv, char **envp, const char *cwd,
     int64_t start = monotonic_ns();
     int error = posix_spawn(&pid, path, &actions, &attr, argv, envp);
     if (error == 0) {
-        write_line(results, line, snprintf(line, sizeof line, "P %d\n", (int)pid));
+        write_line(results, "P %d\n", (int)pid);
         while (wait4(pid, &status, 0, &usage) < 0) {
             if (errno != EINTR) {
                 error = errno;
@@ -150,11 +166,10 @@ static void run_one(const char *path, char **argv, char **envp, const char *cwd,
     int64_t wall = monotonic_ns() - start;
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    write_line(results, line,
-               snprintf(line, sizeof line, "R %d %d %lld %lld %lld %ld %ld %ld %ld %ld\n", error,
-                        status, (long long)wall, microseconds(usage.ru_utime),
-                        microseconds(usage.ru_stime), usage.ru_maxrss, usage.ru_nvcsw,
-                        usage.ru_nivcsw, usage.ru_minflt, usage.ru_majflt));
+    write_line(results, "R %d %d %lld %lld %lld %ld %ld %ld %ld %ld\n", error, status,
+               (long long)wall, microseconds(usage.ru_utime), microseconds(usage.ru_stime),
+               usage.ru_maxrss, usage.ru_nvcsw, usage.ru_nivcsw, usage.ru_minflt,
+               usage.ru_majflt);
 }
 
 int main(int argc, char **argv)
@@ -175,13 +190,13 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a vanished harness shows as a failed write */
     for (;;) {
         uint32_t size;
-        if (read_all((int)fds[0], &size, sizeof size) != 0)
+        if (transfer_all((int)fds[0], (char *)&size, sizeof size, POLLIN) != 0)
             return 0; /* the harness is done */
         if (size == 0 || size > MAX_REQUEST)
             return 3;
         char *data = malloc(size);
         char *path, **run_argv, **run_envp, *cwd;
-        if (data == NULL || read_all((int)fds[0], data, size) != 0 ||
+        if (data == NULL || transfer_all((int)fds[0], data, size, POLLIN) != 0 ||
             parse_request(data, size, &path, &run_argv, &run_envp, &cwd) != 0) {
             free(data);
             return 3;

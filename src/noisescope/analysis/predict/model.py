@@ -5,7 +5,8 @@ collective; this repeats for a number of iterations. Each process's clock runs
 on its own (a late process delays only those that wait for its messages),
 exactly as in LogGOPSim; the run ends when the last process is done. The same
 run without noise gives the reference; several seeds (offsets into the
-traces) give the spread; the order-statistics estimate runs beside it.
+traces) give the spread; the order-statistics estimate runs beside it where its
+assumptions allow (no_estimate).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from ...bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from ...diagnostics import Diagnostic
 from ...errors import UsageError
+from ...units import MAX_DURATION_NS, format_duration
 from .loggp import COLLECTIVES, LogGP, Machine, make_collective
 from .orderstats import (
     DELAY_SAMPLES,
@@ -34,6 +36,8 @@ from .replay import NoiseReplay
 from .traces import NoiseTrace, load_noise
 
 MAX_PROCS = 1 << 24  # about 1.5 GB of per-process state
+MAX_MESSAGE_BYTES = 1 << 40
+MAX_SEEDS = 1000  # the spread over seeds is settled long before
 Progress = Callable[[int, int, int], None]  # processes, seed number (1-based), seeds
 
 
@@ -65,15 +69,32 @@ class PredictOptions:
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown collective {self.collective!r}",
                              f"choose from {', '.join(COLLECTIVES)}")
-        if self.message_bytes < 1:
-            raise UsageError(f"message size {self.message_bytes} B is too small",
-                             "give --bytes 1 or more")
+        if not 1 <= self.message_bytes <= MAX_MESSAGE_BYTES:
+            raise UsageError(f"message size {self.message_bytes} B is out of range",
+                             f"give --bytes 1 to {MAX_MESSAGE_BYTES} (1 TiB)")
         for name, value in (("iterations", self.iterations), ("seeds", self.seeds)):
             if value < 1:
                 raise UsageError(f"{name} must be at least 1, got {value}", f"e.g. --{name} 5")
+        if self.seeds > MAX_SEEDS:
+            raise UsageError(f"--seeds {self.seeds} is too many: each simulates every process "
+                             f"count again", f"give at most {MAX_SEEDS}")
+        if self.seed < 0:
+            raise UsageError(f"seed must be 0 or more, got {self.seed}", "e.g. --seed 1")
+        if self.longest_run_ns() > MAX_DURATION_NS:
+            raise UsageError("the simulated run would last longer than 366 days (--iterations "
+                             "times --compute and the messages of a collective)",
+                             "give fewer --iterations, a shorter --compute or smaller --bytes")
         if self.compute_ns == 0 and self.collective == "none":
             raise UsageError("nothing to simulate: no compute time and no collective",
                              "give --compute or a --collective")
+
+    def longest_run_ns(self) -> int:
+        """An upper bound of the noise-free run time: every round of the largest
+        collective (at most 2 log2 P + 2 rounds) paying every LogGP cost in full."""
+        rounds = 2 * max(self.procs).bit_length() + 2
+        message = (self.loggp.latency_ns + 2 * self.loggp.overhead_ns + self.loggp.gap_ns
+                   + self.loggp.transfer_ns(self.message_bytes))
+        return self.iterations * (self.compute_ns + rounds * message)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -229,13 +250,33 @@ def delay_samples(traces: list[NoiseTrace], options: PredictOptions) -> list[np.
     return window_delays(traces, window, offsets)
 
 
+ESTIMATE_ASSUMES = ("estimate: noise-free time + per step the expected largest delay of one "
+                    "compute window among P processes; it leaves out noise in the collective and "
+                    "the rest of detours processes resume into after waiting (the simulation "
+                    "adds them, less what latency slack absorbs)")
+
+
+def no_estimate(options: PredictOptions, longest_ns: int | None) -> str | None:
+    """Why the order-statistics estimate is not given (None: it is). It charges each
+    detour to the window it starts in: wrong, not just rough, when processes wait
+    for each other and detours outlast a compute window (a process that waited
+    resumes inside one, again and again); co-scheduled noise makes nobody wait."""
+    if options.compute_ns == 0:
+        return "no estimate without a compute window: it covers only the compute phase"
+    if (options.collective != "none" and not options.sync_noise and longest_ns is not None
+            and longest_ns >= options.compute_ns):
+        return (f"no estimate: detours up to {format_duration(longest_ns)} outlast the "
+                f"{format_duration(options.compute_ns)} compute window, and processes that "
+                f"waited resume inside them, which only the simulation charges")
+    return None
+
+
 def analytic_runtime(procs: int, options: PredictOptions, noise_free_ns: int,
                      delays: list[np.ndarray]) -> float | None:
     """Order-statistics estimate: each step costs its noise-free time plus the expected
     largest per-window delay among the processes (the whole run is one window when
-    there is no collective to synchronize them). None without compute: the estimate
-    knows nothing about noise in the collective."""
-    if options.compute_ns == 0:
+    there is no collective to synchronize them). None where no_estimate() says why."""
+    if not delays:
         return None
     counts = processes_per_trace(procs, len(delays))
     if options.sync_noise:
@@ -265,7 +306,8 @@ def predict(noise: str | list[NoiseTrace], procs, compute_ns: int = 1_000_000,
     traces = load_noise(noise, seed=seed) if isinstance(noise, str) else list(noise)
     if not traces:
         raise UsageError("no noise traces given", "give a bundle, a trace file or a noise spec")
-    delays = delay_samples(traces, options) if options.compute_ns else []
+    longest = max((int(t.durations_ns.max()) for t in traces if t.detours), default=None)
+    delays = [] if no_estimate(options, longest) else delay_samples(traces, options)
     points: list[ScalePoint] = []
     began = time.perf_counter()
     complete = True

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ...diagnostics import Code, Diagnostic
-from ...errors import UsageError
+from ...errors import UsageError, unwritable
 from ...units import format_duration, parse_noise_spec
 
 SECOND = 1_000_000_000
@@ -262,20 +262,30 @@ def _span_from_comment(content: str, path: Path, number: int) -> int:
     return int(value)
 
 
-def write_trace_file(trace: NoiseTrace, path: str | os.PathLike[str]) -> Path:
-    """Write `trace` for netgauge/LogGOPSim (atomically; `path` must not exist)."""
+def check_trace_output(path: str | os.PathLike[str]) -> Path:
+    """Refuse an output that exists (a dangling symbolic link included) or has no directory."""
     destination = Path(path)
-    if destination.exists():
+    if os.path.lexists(destination):
         raise UsageError(f"{destination} already exists", "remove it or choose another -o")
     if not destination.parent.is_dir():
         raise UsageError(f"cannot write {destination}: directory {destination.parent} does not "
                          f"exist", "create it first or choose another -o")
+    return destination
+
+
+def write_trace_file(trace: NoiseTrace, path: str | os.PathLike[str]) -> Path:
+    """Write `trace` for netgauge/LogGOPSim (atomically; `path` must not exist)."""
+    destination = check_trace_output(path)
     partial = destination.parent / f".{destination.name}.partial-{os.getpid()}"
     header = (f"# noisescope noise trace: start_ns<TAB>duration_ns (netgauge/LogGOPSim format)\n"
               f"# source: {trace.name}\n# {SPAN_KEY}{trace.span_ns}\n")
     rows = np.column_stack([trace.starts_ns, trace.durations_ns])
     try:
-        with open(partial, "w") as out:
+        out = open(partial, "x")
+    except OSError as error:
+        raise unwritable(destination.parent, error) from None
+    try:
+        with out:
             out.write(header)
             np.savetxt(out, rows, fmt="%d", delimiter="\t")
             out.flush()
