@@ -302,6 +302,8 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         tracing = ScanTracing.begin(options.trace, scan_plan.cpus, clock,
                                     schedule.elapsed_ns + SECOND,
                                     Path(destination) if destination is not None else None)
+        if not facts.tracers and tracing.session is not None:  # tracefs was not mounted before
+            facts = replace(facts, tracers=tracing.session.info.tracers)
         try:
             return _measure(options, scan_plan, facts, clock, schedule, tracing, keep,
                             started=started, argv=argv, progress=progress,

@@ -25,66 +25,55 @@ OCCUPANCY_RUNS = 2  # each configuration's shares are pooled over its runs
 RUNS = 3
 
 
+def experiment_file(name: str, runs: int, workload: Path,
+                    configurations: dict[str, str]) -> str:
+    """An experiment file: the spinning workload under each configuration
+    (name -> its TOML lines)."""
+    text = f"""
+[experiment]
+name = "{name}"
+runs = {runs}
+warmup = 0
+
+[[workload]]
+name = "spin"
+command = ["{workload}", "{WORKLOAD_MS}"]
+"""
+    for configuration, lines in configurations.items():
+        text += f"\n[[configuration]]\nname = \"{configuration}\"\n{lines}\n"
+    return text
+
+
 def occupancy_experiment(workload: Path) -> str:
     """Sibling occupancy with real siblings (0-1, 2-3, 4-5, 6-7), core scheduling,
-    an isolated CPU and NUMA placement: CPU 5 runs a foreign spinner throughout."""
-    configurations = {
+    an isolated CPU and NUMA placement: CPU 5 runs a foreign spinner throughout.
+    The workload reports where it ran (RIG_REPORT); in same-sibling it forks its
+    own second task onto CPU 7 (RIG_SIBLING)."""
+    placements = {
         "idle-sibling": 'cpus = "6"',
-        "same-sibling": 'cpus = "6"',  # the workload forks its own second task onto 7
+        "same-sibling": 'cpus = "6"',
         "foreign-sibling": 'cpus = "4"',
         "coresched": 'cpus = "4"\ncore_scheduling = true',
         "isolated": 'cpus = "3"',
         "spread": 'ncpus = 2\nlayout = "spread"',
         "packed": 'ncpus = 2\nlayout = "packed"',
     }
-    text = f"""
-[experiment]
-name = "rig-occupancy"
-runs = {OCCUPANCY_RUNS}
-warmup = 0
-
-[[workload]]
-name = "spin"
-command = ["{workload}", "{WORKLOAD_MS}"]
-"""
-    for name, placement in configurations.items():
+    configurations = {}
+    for name, placement in placements.items():
         sibling = ', RIG_SIBLING = "7"' if name == "same-sibling" else ""
-        text += f"""
-[[configuration]]
-name = "{name}"
-{placement}
-env = {{ RIG_CONFIG = "{name}", RIG_REPORT = "reports.jsonl"{sibling} }}
-"""
-    return text
+        configurations[name] = (f'{placement}\nenv = {{ RIG_CONFIG = "{name}", '
+                                f'RIG_REPORT = "reports.jsonl"{sibling} }}')
+    return experiment_file("rig-occupancy", OCCUPANCY_RUNS, workload, configurations)
 
 
 def study_experiment(workload: Path) -> str:
     """The core-scheduling study's three configurations, from one file: a
     workload on CPU 4 while other tenants' spinners may run anywhere on node 1."""
-    return f"""
-[experiment]
-name = "rig-study"
-runs = {RUNS}
-warmup = 0
-
-[[workload]]
-name = "spin"
-command = ["{workload}", "{WORKLOAD_MS}"]
-
-[[configuration]]
-name = "baseline"
-cpus = "4"
-
-[[configuration]]
-name = "nosmt"
-cpus = "4"
-smt = "off"
-
-[[configuration]]
-name = "coresched"
-cpus = "4"
-core_scheduling = true
-"""
+    return experiment_file("rig-study", RUNS, workload, {
+        "baseline": 'cpus = "4"',
+        "nosmt": 'cpus = "4"\nsmt = "off"',
+        "coresched": 'cpus = "4"\ncore_scheduling = true',
+    })
 
 
 def beside(name: str, noisescope: tuple[str, ...], rtla: list[tuple[str, ...]]) -> Step:
@@ -155,5 +144,6 @@ def rt_kernel_steps() -> list[Step]:
         Step("scan-rt", (*NOISESCOPE, "scan", "--cpus", "0,2", "--probes", "detour",
                          "--duration", "2s", "--osnoise", "on", "-q", "--no-report",
                          "-o", "scan-rt"), timeout_s=240),
-        Step("osnoise-options-after", ("cat", "/sys/kernel/tracing/osnoise/options")),
+        Step("osnoise-options-after", ("sh", "-c", "mount -t tracefs nodev /sys/kernel/tracing "
+                                   "2>/dev/null; cat /sys/kernel/tracing/osnoise/options")),
     ]

@@ -21,6 +21,7 @@ from ..knobs import KnobJournal
 from .events import LOCAL_TIMER
 from .tracefs import Instance
 
+SYSTEM = "osnoise"  # its events' system in tracefs
 OPTIONS = "osnoise/options"
 WORKLOAD = "OSNOISE_WORKLOAD"
 LATENCY_TRACERS = ("osnoise", "timerlat")

@@ -188,6 +188,7 @@ class SessionInfo:
     leftovers_removed: list[str] = field(default_factory=list)
     other_instances: list[str] = field(default_factory=list)  # other tools', left alone
     osnoise_tracer: str = "not requested"  # "running without its workload", or why not
+    tracers: list[str] = field(default_factory=list)  # the kernel's tracers (available_tracers)
     notes: list[str] = field(default_factory=list)
 
 
@@ -256,6 +257,8 @@ class TraceSession:
             self.info.instance = self._instance.name
             self.info.other_instances = sorted(set(os.listdir(self._mount.path / "instances"))
                                                - {self._instance.name})
+            self.info.tracers = sorted(set(self._instance.read("available_tracers").split())
+                                       - {"nop"})
             self._configure(self._instance)
         except OSError as error:
             self.close()
@@ -271,7 +274,10 @@ class TraceSession:
         instance.write("options/overwrite", "0")
         instance.write("tracing_cpumask", cpumask_text(self.cpus))
         self._size_buffers(instance)
+        with_osnoise = self._wants_osnoise(instance)
         for tp in self.tracepoints:
+            if tp.system == osnoise.SYSTEM and not with_osnoise:
+                continue
             if instance.exists(f"events/{tp.path}/enable"):
                 instance.write(f"events/{tp.path}/enable", "1")
                 self.info.events.append(tp.path)
@@ -282,7 +288,10 @@ class TraceSession:
             raise TracingUnavailable("this kernel has no sched_switch trace event")
         if instance.exists(f"events/{FAULT_SYSTEM}/filter"):
             instance.write(f"events/{FAULT_SYSTEM}/filter", FAULT_FILTER)
-        self._start_osnoise(instance)
+        if with_osnoise:  # its events are enabled first: no code is patched under its hooks
+            osnoise.start(instance, self._journal)
+            self._osnoise_running = True
+            self.info.osnoise_tracer = "running without its workload"
         self.layout = self._page_layout(instance)
         self.info.reader = "raw" if self.layout else "text"
 
@@ -307,21 +316,25 @@ class TraceSession:
         self.info.buffer_kb_per_cpu = int(instance.read(f"per_cpu/cpu{self.cpus[0]}/buffer_size_kb")
                                           .split()[0])
 
-    def _start_osnoise(self, instance: Instance) -> None:
-        """The osnoise tracer's hooks, for their noise events: always with
-        mode "on", with "auto" only when a class of activity has no entry/exit
-        events of its own here (the noise events stand in for them)."""
-        recorded = {path.split("/")[1] for path in self.info.events}
-        if self.osnoise_mode == "off" or (self.osnoise_mode == "auto"
-                                          and not osnoise_classes(recorded)):
-            return
+    def _wants_osnoise(self, instance: Instance) -> bool:
+        """Whether to run the osnoise tracer's hooks (and record their noise
+        events): with mode "on" where the kernel allows it, with "auto" only
+        where a class of activity has no entry/exit events of its own here (the
+        noise events stand in for them). Without the tracer its events stay
+        off: they would record another tool's osnoise run (rtla), and enabling
+        them patches code that runs inside that run's NMI hook (6.1 kernels
+        crash when an int3 of the patch lands there)."""
+        if self.osnoise_mode == "off":
+            return False
+        present = {tp.name for tp in self.tracepoints
+                   if instance.exists(f"events/{tp.path}/enable")}
+        if self.osnoise_mode == "auto" and not osnoise_classes(present):
+            return False
         reason = osnoise.unavailable(instance)
         if reason:
             self.info.osnoise_tracer = f"not started: {reason}"
-            return
-        osnoise.start(instance, self._journal)
-        self._osnoise_running = True
-        self.info.osnoise_tracer = "running without its workload"
+            return False
+        return True
 
     @staticmethod
     def _page_layout(instance: Instance) -> PageLayout | None:
