@@ -259,11 +259,11 @@ def run_steps(experiment: Experiment, prepared: Prepared, clock,
             if interrupts.take():
                 return records, True
             try:
-                with interrupts.raising():  # a stop ends the run, as a stop should
-                    if switch:
+                if switch:
+                    with interrupts.raising():  # a stop ends the run, as a stop should
                         switch.set(step.configuration.smt)
-                    record, interrupted = _run_step(step, experiment, prepared, clock, runner,
-                                                    recorder)
+                record, interrupted = _run_step(step, experiment, prepared, clock, runner,
+                                                recorder)
             except KeyboardInterrupt:
                 return records, True
             records.append(record)
@@ -284,14 +284,15 @@ def _run_step(step: Step, experiment: Experiment, prepared: Prepared, clock,
                                     prepared.injector_priority) if config.injections else None)
     injections, overflow, interrupted, recording = Table(), 0, False, None
     try:
-        if injector:
-            injector.start()
-        if recorder:
-            recorder.start()
-        result = runner.run(step.workload, prepared.placements[config.name],
-                            experiment.timeout_ns, env)
-        if injector:
-            injections, overflow, interrupted = injector.stop()
+        with interrupts.raising():  # a stop ends the run, as a stop should
+            if injector:
+                injector.start()
+            if recorder:
+                recorder.start()
+            result = runner.run(step.workload, prepared.placements[config.name],
+                                experiment.timeout_ns, env)
+            if injector:
+                injections, overflow, interrupted = injector.stop()
     finally:
         if recorder:
             recording = recorder.stop()
@@ -302,11 +303,10 @@ def _run_step(step: Step, experiment: Experiment, prepared: Prepared, clock,
     if recorder and recording:
         start_ns, end_ns = (int(v) for v in clock.timestamp_ns(np.array([result.start_ticks,
                                                                           result.end_ticks])))
-        try:
-            record.occupancy = recorder.measure(recording, step.order, config.name, result.pid,
-                                                start_ns, end_ns)
-        except KeyboardInterrupt:  # the run is kept, without its occupancy
-            interrupted = True
+        # Outside raising(): a stop while the finished run's trace is decoded
+        # keeps its occupancy (the next step sees the stop and ends the loop).
+        record.occupancy = recorder.measure(recording, step.order, config.name, result.pid,
+                                            start_ns, end_ns)
     return record, interrupted
 
 

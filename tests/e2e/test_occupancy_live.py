@@ -22,7 +22,7 @@ import pytest
 
 import noisescope
 
-from ..helpers import assert_usage_error
+from ..helpers import assert_usage_error, measure_quietly
 from ..unit.test_bundle import validate
 from .test_scan_cli import run
 from .test_trace import needs_tracefs
@@ -158,7 +158,8 @@ def test_sigterm_during_a_traced_bench_keeps_the_runs_and_leaves_no_instance(tmp
 
 
 
-# Spins 1 ms, sleeps 1 ms, for 0.5 s; then prints its own CPU time (ns).
+# Spins 1 ms, sleeps 1 ms, for 0.5 s; then prints its own CPU time and the
+# time it waited for a CPU (ns, schedstat).
 SLEEPER = """
 import time
 end = time.monotonic() + 0.5
@@ -167,7 +168,7 @@ while time.monotonic() < end:
     while time.monotonic() < busy:
         pass
     time.sleep(0.001)
-print(open("/proc/self/schedstat").read().split()[0])
+print(*open("/proc/self/schedstat").read().split()[:2])
 """
 
 
@@ -176,7 +177,9 @@ def test_switches_put_back_give_a_task_its_cpu_time(tmp_path, live_facts):
     """Ground truth for the switches the trace misses (this VM records none
     out of idle): a task that keeps sleeping and waking on an otherwise idle
     CPU. With them put back, the time the trace says it ran matches the CPU
-    time the kernel charged it (schedstat); without, most of it looks idle."""
+    time the kernel charged it (schedstat); without, most of it looks idle.
+    Measured again (a bounded number of times) only when another task kept
+    it waiting for its CPU."""
     import sys
 
     from noisescope.clock import measurement_clock
@@ -184,27 +187,32 @@ def test_switches_put_back_give_a_task_its_cpu_time(tmp_path, live_facts):
     from noisescope.trace.siblings import TRACEPOINTS
     from noisescope.trace.switches import complete_switches
 
-    with TraceSession((0, 1), measurement_clock(live_facts.tsc_flags), buffer_kb=8192,
-                      tracepoints=TRACEPOINTS) as session:
-        session.start()
-        task = subprocess.run(["taskset", "-c", "1", sys.executable, "-c", SLEEPER],
-                              capture_output=True, text=True, check=True)
-        recording = session.stop(tmp_path, "sleeper")
-    charged = int(task.stdout.split()[-1])
-    capture = session.decode(recording)
-    end = int(capture.coverage["end_ns"].min())
+    def measure() -> tuple[int, int, int, int]:
+        """(traced with switches put back, traced raw, charged, waited) ns."""
+        with TraceSession((0, 1), measurement_clock(live_facts.tsc_flags), buffer_kb=8192,
+                          tracepoints=TRACEPOINTS) as session:
+            session.start()
+            task = subprocess.run(["taskset", "-c", "1", sys.executable, "-c", SLEEPER],
+                                  capture_output=True, text=True, check=True)
+            recording = session.stop(tmp_path, "sleeper")
+        charged, waited = (int(v) for v in task.stdout.split()[-2:])
+        capture = session.decode(recording)
+        end = int(capture.coverage["end_ns"].min())
 
-    def traced(switches) -> int:
-        total = 0
-        for cpu in (0, 1):
-            mine = switches.where(cpu=cpu)
-            lengths = np.diff(np.append(mine.timestamp_ns, end))
-            total += int(lengths[mine.next_pid == task_pid(switches, capture)].sum())
-        return total
+        def traced(switches) -> int:
+            total = 0
+            for cpu in (0, 1):
+                mine = switches.where(cpu=cpu)
+                lengths = np.diff(np.append(mine.timestamp_ns, end))
+                total += int(lengths[mine.next_pid == task_pid(switches, capture)].sum())
+            return total
 
-    completed = traced(complete_switches(capture.events.switches, capture.events.events))
-    raw = traced(capture.events.switches)
-    assert abs(completed - charged) <= 0.1 * charged, (completed, raw, charged)
+        completed = traced(complete_switches(capture.events.switches, capture.events.events))
+        return completed, traced(capture.events.switches), charged, waited
+
+    completed, raw, charged, waited = measure_quietly(
+        measure, good=lambda r: abs(r[0] - r[2]) <= 0.1 * r[2], busy=lambda r: r[3] / r[2])
+    assert abs(completed - charged) <= 0.1 * charged, (completed, raw, charged, waited)
     # (on an idle CPU the raw trace credits it with a fraction of that; when
     # other tasks kept the CPU busy, no switch was missing and both agree)
     assert abs(completed - charged) <= abs(raw - charged)

@@ -170,12 +170,12 @@ def traced_scan(cpu: int, inject: bool, mode: str = "thread", length_ns: int = 2
 
 # Longer than the bound on the injector thread's own time around a spin
 # (trace_checks.INJECTOR_OVERHEAD_NS): a spin counted twice is then out of bounds.
-THREAD_LENGTH_NS = 50_000
+THREAD_LENGTH_NS = 100_000
 
 
 @needs_tracefs
 def test_thread_injections_are_named_and_local_timers_are_the_tick(measured_cpu, live_facts):
-    """Ground truth: a SCHED_FIFO thread injecting 1 kHz x 50 us beside the
+    """Ground truth: a SCHED_FIFO thread injecting 1 kHz x 100 us beside the
     sampler. Its noise must be attributed to it by name, neither less than
     its spin nor more than the spin and its own switches; every local timer
     interrupt in a window must sit in a detour and be named (the tick),
