@@ -295,6 +295,15 @@ def _clocksource(m: Machine) -> Finding:
         return ok("clocksource not reported")
     if current in FAST_CLOCKSOURCES:
         return ok(f"clocksource {current}")
+    if "tsc" in m.facts.tsc_flags and "tsc" not in m.facts.available_clocksources:
+        # The clocksource watchdog dropped the TSC; the scheduler clock is then
+        # unstable too, which keeps the tick on every CPU, nohz_full ones included.
+        return advice(
+            f"clocksource {current}: the kernel marked the TSC unstable, so clock reads are "
+            "slow and nohz_full CPUs keep their tick",
+            "if the TSC is in fact reliable (constant_tsc; a VM with an invariant TSC), "
+            "boot with tsc=reliable",
+        )
     better = "tsc" if "tsc" in m.facts.available_clocksources else None
     return advice(
         f"clocksource {current}: every clock read goes through the kernel or slow hardware",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 
 from .guest import (
     HERE,
+    GuestHung,
     GuestRun,
     Kernel,
     RigError,
@@ -67,9 +69,20 @@ def available_kernel(kernel_of: Callable[[], Kernel]) -> Kernel:
 
 def boot_or_fail(kernel_of: Callable[[], Kernel], steps_of: Callable[[Path], list[Step]],
                  out: Path) -> GuestRun:
+    """The guest's run; a guest that hangs is booted once more (in out/again),
+    with a warning that keeps the first hang's console tail: under TCG on a
+    loaded 2-CPU host the emulated CPUs starve now and then (RCU stalls with no
+    fault of the kernel's). A second hang, a panic or a rig error fails."""
     kernel = available_kernel(kernel_of)
     try:
         return boot(kernel, steps_of(out), out)
+    except GuestHung as hang:
+        warnings.warn(f"rig: booting again after a hang: {hang}", stacklevel=1)
+        again = out / "again"
+        try:
+            return boot(kernel, steps_of(again), again)
+        except RigError as error:
+            pytest.fail(f"rig: {error}\n(it had hung once before: {hang})", pytrace=False)
     except RigError as error:
         pytest.fail(f"rig: {error}", pytrace=False)
 

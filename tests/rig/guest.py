@@ -58,6 +58,12 @@ class RigError(Exception):
     """The rig itself failed (not a command inside the guest)."""
 
 
+class GuestHung(RigError):
+    """The guest stopped making progress (it printed nothing it should have
+    in time); unlike a panic or a failed command, the emulator's doing as
+    often as the kernel's."""
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
@@ -339,7 +345,7 @@ def boot(kernel: Kernel, steps: list[Step], out: Path, *, isolation: str = ISOLA
             qemu.wait()
     if stuck:
         run = _collect(kernel, out, console)
-        raise RigError(f"the {kernel.name} guest {stuck} (steps done: "
+        raise GuestHung(f"the {kernel.name} guest {stuck} (steps done: "
                        f"{', '.join(run.steps) or 'none'}); console tail:\n"
                        f"{_tail(run.console, CONSOLE_TAIL_LINES)}")
     run = _collect(kernel, out, console)
@@ -414,7 +420,9 @@ def _qemu_command(kernel: Kernel, initrd: Path, out: Path, console: Path,
                     "-numa", f"node,nodeid={node},cpus={cpus},memdev=m{node}"]
     return command + [
         "-kernel", str(kernel.image), "-initrd", str(initrd),
-        "-append", f"console=ttyS0 quiet panic=-1 {extra}",
+        # tsc=reliable: under TCG the clocksource watchdog marks the TSC unstable
+        # now and then, which keeps the tick on nohz_full CPUs (system show says so).
+        "-append", f"console=ttyS0 quiet panic=-1 tsc=reliable {extra}",
         "-virtfs", "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={out},mount_tag=out,security_model=none",
         "-display", "none", "-nodefaults", "-no-reboot", "-serial", f"file:{console}"]

@@ -58,6 +58,25 @@ def test_kvm_guest_captured_from_this_machine():
     assert result.exit_code == 1
 
 
+def test_a_tsc_marked_unstable_is_named_with_what_it_costs_nohz_full(tmp_path):
+    """The clocksource watchdog took the TSC off the list (seen in the rig's
+    emulated guest: its nohz_full CPUs then ticked at HZ like the others)."""
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "tuned-node", root)
+    clocksource = root / "sys/devices/system/clocksource/clocksource0"
+    (clocksource / "available_clocksource").write_text("hpet acpi_pm\n")
+    (clocksource / "current_clocksource").write_text("hpet\n")
+    found, result = states(root)
+    (finding,) = [f for f in result.findings if f.check == "clocksource"]
+    assert finding.state == "advice" and "TSC unstable" in finding.message
+    assert "nohz_full CPUs keep their tick" in finding.message
+    assert "tsc=reliable" in finding.advice
+    (clocksource / "available_clocksource").write_text("tsc hpet acpi_pm\n")  # only slower
+    found, result = states(root)
+    (finding,) = [f for f in result.findings if f.check == "clocksource"]
+    assert "echo tsc >" in finding.advice and "unstable" not in finding.message
+
+
 def test_a_tree_without_cpu_information_is_an_error(tmp_path):
     result = check_system(str(tmp_path))
     assert [f.state for f in result.findings] == ["error"]
