@@ -70,6 +70,7 @@ class Kernel:
     image: Path
     modules: tuple[Path, ...] = ()  # loaded in this order by the initramfs
     release: str = ""
+    cmdline: str = ""  # the kernel's own boot parameters
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,10 @@ def rig_kernel() -> Kernel:
         digest = hashlib.sha256(image.read_bytes()).hexdigest()
         if expected.read_text().split()[0] != digest:
             raise RigError(f"{image} does not match {expected.name}: the rig kernel is damaged")
-    return Kernel("rig", image)
+    # tsc=reliable: under TCG the clocksource watchdog marks the TSC unstable
+    # now and then, which keeps the tick on nohz_full CPUs (system show says
+    # so). (Debian's RT kernel hung with it once: it boots without.)
+    return Kernel("rig", image, cmdline="tsc=reliable")
 
 
 def debian_rt_kernel(cache: Path) -> Kernel:
@@ -420,9 +424,7 @@ def _qemu_command(kernel: Kernel, initrd: Path, out: Path, console: Path,
                     "-numa", f"node,nodeid={node},cpus={cpus},memdev=m{node}"]
     return command + [
         "-kernel", str(kernel.image), "-initrd", str(initrd),
-        # tsc=reliable: under TCG the clocksource watchdog marks the TSC unstable
-        # now and then, which keeps the tick on nohz_full CPUs (system show says so).
-        "-append", f"console=ttyS0 quiet panic=-1 tsc=reliable {extra}",
+        "-append", f"console=ttyS0 quiet panic=-1 {kernel.cmdline} {extra}",
         "-virtfs", "local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={out},mount_tag=out,security_model=none",
         "-display", "none", "-nodefaults", "-no-reboot", "-serial", f"file:{console}"]
