@@ -14,7 +14,7 @@ from ..bundle import Bundle, check_destination
 from ..diagnostics import Code, Diagnostic
 from ..host import HostFacts, check_cpus
 from ..placement import resolve
-from ..privileges import can_use_fifo
+from ..prechecks import frequency_scaling, injector_priority
 from ..probes.inject import BackgroundInjection
 from ..tables import Table
 from ..trace.siblings import SiblingRecorder, plan_occupancy, unavailable
@@ -38,10 +38,10 @@ def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
             notes.append(Diagnostic(Code.PLACEMENT, f"{_config_name(config)}: {resolved.note}"))
         if config.injections:
             check_cpus(tuple(sorted({i.cpu for i in config.injections})), facts)
-    injector_priority = 0
+    priority = 0
     if any(c.injections for c in experiment.configurations):
-        injector_priority = 99 if can_use_fifo(99) else 0
-        if not injector_priority:
+        priority = injector_priority()
+        if not priority:
             notes.append(Diagnostic(Code.PRIVILEGES, "noise injectors run at normal priority "
                                     "(SCHED_FIFO not permitted): injections can be late"))
     if experiment.runs < FEW_RUNS:
@@ -52,11 +52,8 @@ def prepare(experiment: Experiment, facts: HostFacts) -> Prepared:
     used = set()
     for resolved in placements.values():
         used.update(resolved.cpus if resolved.cpus is not None else facts.online)
-    scaled = sorted({g for c, g in facts.governors.items() if int(c) in used} - {"performance"})
-    if scaled:
-        notes.append(Diagnostic(Code.FREQUENCY_SCALING, f"frequency governor {', '.join(scaled)} "
-                                f"on the workload CPUs: run times follow the clock speed"))
-    return Prepared(placements, injector_priority, notes, plan, note)
+    notes += frequency_scaling(facts, used, "the workload CPUs", "run times follow the clock speed")
+    return Prepared(placements, priority, notes, plan, note)
 
 
 def _config_name(config: Configuration) -> str:
