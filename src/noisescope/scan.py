@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from . import interrupts
+from . import interrupts, prechecks
 from .analysis.spectrum import bundle_spectra, store_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
@@ -153,11 +153,8 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
         notes.append(Diagnostic(Code.CPU_NOT_ISOLATED,
                                 f"CPUs {format_cpu_list(shared)} are not isolated "
                                 f"(isolcpus/nohz_full): the result includes housekeeping noise"))
-    scaled = sorted({g for c, g in facts.governors.items() if int(c) in cpus} - {"performance"})
-    if scaled:
-        notes.append(Diagnostic(Code.FREQUENCY_SCALING,
-                                f"frequency governor {', '.join(scaled)} on measured CPUs: "
-                                f"the work per quantum can change with the clock speed"))
+    notes += prechecks.frequency_scaling(facts, cpus, "measured CPUs",
+                                         "the work per quantum can change with the clock speed")
     if options.duration_ns < SHORT_MEASUREMENT_NS:
         notes.append(Diagnostic(Code.TOO_SHORT,
                                 f"each probe measures only {format_duration(options.duration_ns)}"))
@@ -361,7 +358,7 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
     they are done or a stop; returns their results, what the stop interrupted
     (None if none came), and the HZ estimate. `keep` learns when there is a
     measurement to keep."""
-    injector_priority = 99 if can_use_fifo(99) else 0
+    injector_priority = prechecks.injector_priority()
     results: list[ProbeResult] = []
     stopped: str | None = None
     hz: dict = {}

@@ -44,6 +44,7 @@ from ..clock import measurement_clock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..host import usable_cpus
+from ..prechecks import injector_priority
 from ..privileges import can_use_fifo
 from ..probes import Injection, ProbeContext
 from ..probes import detour as detour_probe
@@ -219,7 +220,7 @@ def _measure(world: World, options: BspOptions, cpu: int, priority: int, clock, 
     block, ticks, work = options.block, _native.ticks, _native.timed_work
     round_ends = np.zeros((options.rounds, 2), np.uint64)  # last iteration's end, per part
     injector = BackgroundInjection(injections, clock, options.rounds * 2 * options.sample_ns
-                                   + n * 4 * options.compute_ns, 99 if can_use_fifo(99) else 0)
+                                   + n * 4 * options.compute_ns, injector_priority())
     interrupted = False
     with _Pinned(cpu, priority), injector:
         for round_number in range(options.rounds):

@@ -97,13 +97,13 @@ def inject(injection: Injection, duration_ns: int | None,
     there) sleeps and spins in its handler."""
     from ..clock import measurement_clock
     from ..host import check_cpus, read_host_facts
-    from ..privileges import can_use_fifo
+    from ..prechecks import injector_priority
     from .base import ProbeContext, execute
     from .schedule import plan_windows
 
     facts = read_host_facts()
     check_cpus((injection.cpu,), facts)
-    priority = 99 if can_use_fifo(99) else 0
+    priority = injector_priority()
     schedule = plan_windows(duration_ns, rt=False)[0] if duration_ns else unbounded_schedule()
     clock = measurement_clock(facts.tsc_flags)
     samplers = [{"cpu": injection.cpu}] if injection.mode == "signal" else []
