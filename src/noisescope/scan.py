@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import interrupts
+from .analysis.groundtruth import match_probe_injections
 from .analysis.spectrum import bundle_spectra, store_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
@@ -416,6 +417,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
         diagnostics.extend(result.diagnostics)
+        match_probe_injections(result.probe, result.tables, result.summaries)
         for name, table in result.tables.items():
             tables.setdefault(name, []).append(table)
     # A table that only one probe produced is taken as it is: a copy would hold

@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _native
-from ..analysis.groundtruth import match_injections
-from ..analysis.summary import detour_summary
 from ..diagnostics import Code, Diagnostic
 from ..tables import Table
 from .base import (
@@ -19,6 +17,7 @@ from .base import (
     overflow_diagnostics,
     thread_statistics,
 )
+from .summary import detour_summary
 
 # Hourglass counts the gaps above a cut-off (1000 cycles there). A duration means
 # the same on the TSC and on the portable clock (CLOCK_MONOTONIC_RAW, 1 ns ticks),
@@ -85,12 +84,12 @@ def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None)
     tables = {"detours": Table.concat(detours), "gap_histogram": Table.concat(histograms),
               "windows": done.windows, "injections": done.injections}
     for s in summaries:
+        # What the injector itself counted; `analysis.groundtruth.match_probe_injections`
+        # adds which injections the detours found.
         if done.injections.rows and s["cpu"] in done.injections["cpu"]:
-            found = match_injections(tables["detours"], done.injections, done.windows, s["cpu"])
-            s["injections"] = found.summary()
             delivered = next((r["injection"] for r in done.run.samplers
                               if r["cpu"] == s["cpu"] and "injection" in r), None)
-            s["injections"]["coalesced"] = int(delivered["coalesced"]) if delivered else 0
+            s["injections"] = {"coalesced": int(delivered["coalesced"]) if delivered else 0}
     return ProbeResult("detour", tables, summaries, done.interrupted, notes)
 
 

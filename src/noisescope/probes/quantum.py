@@ -13,10 +13,10 @@ import math
 import numpy as np
 
 from .. import _native
-from ..analysis.summary import ftq_summary, fwq_summary
 from ..tables import Table
 from .base import ProbeContext, ProbeResult, busy_diagnostics, execute, thread_statistics
 from .schedule import WindowSchedule
+from .summary import ftq_summary, fwq_summary
 
 UNIT_ITERATIONS = 32  # about 30 ns of work per unit on a 2-3 GHz core
 CALIBRATION_UNITS = 1_000

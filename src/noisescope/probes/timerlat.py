@@ -15,11 +15,11 @@ import math
 
 import numpy as np
 
-from ..analysis.summary import timerlat_summary
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
 from .base import ProbeContext, ProbeResult, execute, overflow_diagnostics, thread_statistics
+from .summary import timerlat_summary
 
 DEFAULT_INTERVAL_NS = 1_000_000  # cyclictest's default
 DEFAULT_HISTOGRAM_NS = 10_000_000  # 10,000 buckets of 1 us (80 kB per CPU)

@@ -64,8 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.groundtruth import inside_windows
-from ..tables import Table
+from ..tables import Table, inside_windows
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .store import EventSource
 from .switches import UNKNOWN_STATE, complete_switches
