@@ -7,7 +7,7 @@ ProbeResult (tables and per-CPU summaries).
 """
 
 from .base import ProbeContext, ProbeResult
-from .inject import Injection
+from .injection import Injection
 
 PROBES = ("detour", "ftq", "fwq", "timerlat")
 DEFAULT_PROBES = ("detour", "ftq", "fwq")  # timerlat sleeps; `noisescope timerlat` is its home

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,11 +11,9 @@ from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..tables import Table, repeated
+from .injection import Injection
 from .native import NativeRun, ProgressCallback, run_native, window_buffers
 from .schedule import WindowSchedule
-
-if TYPE_CHECKING:
-    from .inject import Injection
 
 
 @dataclass(frozen=True)
@@ -27,7 +24,7 @@ class ProbeContext:
     schedule: WindowSchedule
     clock: MeasurementClock
     priority: int = 0  # SCHED_FIFO priority of the samplers, 0 for SCHED_OTHER
-    injections: tuple[Injection, ...] = ()  # noqa: F821 (TYPE_CHECKING import)
+    injections: tuple[Injection, ...] = ()
     injector_priority: int = 0
     start_mono_ns: int = 0
     progress: ProgressCallback | None = None
