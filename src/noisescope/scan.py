@@ -38,7 +38,6 @@ from .memory import available_kib
 from .privileges import can_use_fifo, is_root, memory_locked
 from .probes import (
     DEFAULT_PROBES,
-    PROBES,
     REGISTRY,
     Injection,
     Probe,
@@ -131,10 +130,10 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
                              f"pick from {facts.online_cpus}")
     if not 1 <= options.priority <= 99:
         raise UsageError(f"priority {options.priority} is out of range", "use 1-99")
-    unknown = [p for p in options.probes if p not in PROBES]
+    unknown = [p for p in options.probes if p not in REGISTRY]
     if unknown or not options.probes:
         raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'}",
-                         f"choose from {','.join(PROBES)}")
+                         f"choose from {','.join(REGISTRY)}")
     notes: list[Diagnostic] = []
     privileges = {"root": "yes" if is_root() else "no"}
     priority = 0
