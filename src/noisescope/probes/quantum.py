@@ -49,14 +49,50 @@ class QuantumSettings:
 
 
 class _QuantumProbe(Probe):
+    """FTQ and FWQ: per CPU a series of samples (a start and one value each)
+    from the same unit of work."""
+
     Settings = QuantumSettings
     constants = {"unit_iterations": UNIT_ITERATIONS}
+    buffer: str  # the native buffer of each sample's value
+    column: str  # ... and its column in the probe's table (named as the probe)
 
     def check_duration(self, settings: QuantumSettings, duration_ns: int) -> None:
         if settings.quantum_ns > duration_ns:
             raise UsageError(f"quantum {format_duration(settings.quantum_ns)} does not fit the "
                              f"duration {format_duration(duration_ns)}",
                              "use a --quantum shorter than --duration, e.g. 1ms")
+
+    def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
+        """The spec keys that say how much work a sample is (the same on every CPU)."""
+        raise NotImplementedError
+
+    def specs(self, ctx: ProbeContext, settings: QuantumSettings) -> list[dict]:
+        work = self.work(ctx, settings)
+        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        return [{
+            "cpu": cpu,
+            **work,
+            "unit_iters": UNIT_ITERATIONS,
+            "start": np.empty(room, np.uint64),
+            self.buffer: np.empty(room, np.uint64),
+        } for cpu in ctx.cpus]
+
+    def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    def collect(self, run: CpuRun, settings: QuantumSettings) -> tuple[dict[str, Table], dict]:
+        stored = run.native["stored"]
+        values = self.values(run, run.spec[self.buffer][:stored])
+        series = Table({
+            "cpu": np.full(stored, run.cpu, np.int32),
+            "start_ns": run.clock.timestamp_ns(run.spec["start"][:stored]),
+            self.column: values,
+        })
+        return {self.name: series}, self.summary(run, values)
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: QuantumSettings) -> list[Diagnostic]:
@@ -66,60 +102,38 @@ class _QuantumProbe(Probe):
 class FtqProbe(_QuantumProbe):
     name = "ftq"
     tables = ("ftq",)
+    buffer = column = "work"  # units of work done in each quantum
 
     def capacity(self, settings: QuantumSettings, schedule: WindowSchedule, ncpus: int) -> int:
         return ftq_capacity(schedule, settings.quantum_ns)
 
-    def specs(self, ctx: ProbeContext, settings: QuantumSettings) -> list[dict]:
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
-        return [{
-            "cpu": cpu,
-            "quantum_ticks": ctx.clock.ticks(settings.quantum_ns),
-            "unit_iters": UNIT_ITERATIONS,
-            "start": np.empty(room, np.uint64),
-            "work": np.empty(room, np.uint64),
-        } for cpu in ctx.cpus]
+    def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
+        return {"quantum_ticks": ctx.clock.ticks(settings.quantum_ns)}
 
-    def collect(self, run: CpuRun, settings: QuantumSettings) -> tuple[dict[str, Table], dict]:
-        stored = run.native["stored"]
-        work = run.spec["work"][:stored].astype(np.int64)
-        series = Table({
-            "cpu": np.full(stored, run.cpu, np.int32),
-            "start_ns": run.clock.timestamp_ns(run.spec["start"][:stored]),
-            "work": work,
-        })
-        return {"ftq": series}, ftq_summary(run.stats, work)
+    def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
+        return raw.astype(np.int64)
+
+    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+        return ftq_summary(run.stats, values)
 
 
 class FwqProbe(_QuantumProbe):
     name = "fwq"
     tables = ("fwq",)
+    buffer, column = "duration", "duration_ns"  # how long each sample's work took
 
     def capacity(self, settings: QuantumSettings, schedule: WindowSchedule, ncpus: int) -> int:
         return fwq_capacity(schedule.measured_ns, settings.quantum_ns)
 
-    def specs(self, ctx: ProbeContext, settings: QuantumSettings) -> list[dict]:
-        units = max(1, round(ctx.clock.ticks(settings.quantum_ns) / unit_ticks()))
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
-        return [{
-            "cpu": cpu,
-            "work_units": units,
-            "unit_iters": UNIT_ITERATIONS,
-            "start": np.empty(room, np.uint64),
-            "duration": np.empty(room, np.uint64),
-        } for cpu in ctx.cpus]
+    def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
+        return {"work_units": max(1, round(ctx.clock.ticks(settings.quantum_ns) / unit_ticks()))}
 
-    def collect(self, run: CpuRun, settings: QuantumSettings) -> tuple[dict[str, Table], dict]:
-        stored = run.native["stored"]
-        duration_ns = run.clock.duration_ns(run.spec["duration"][:stored])
-        series = Table({
-            "cpu": np.full(stored, run.cpu, np.int32),
-            "start_ns": run.clock.timestamp_ns(run.spec["start"][:stored]),
-            "duration_ns": duration_ns,
-        })
-        summary = {**fwq_summary(run.stats, duration_ns), "work_units": run.spec["work_units"],
-                   "overflow": int(run.native["overflow"])}
-        return {"fwq": series}, summary
+    def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
+        return run.clock.duration_ns(raw)
+
+    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+        return {**fwq_summary(run.stats, values), "work_units": run.spec["work_units"],
+                "overflow": int(run.native["overflow"])}
 
 
 FTQ = FtqProbe()
