@@ -1,6 +1,5 @@
-"""What every probe shares: the `Probe` interface, the per-CPU run
-(`run_probe`: specs -> native run -> per-CPU tables and summaries -> result),
-windows, injections, errors."""
+"""What every probe shares: the `Probe` interface and its run (specs -> native
+run -> per-CPU tables and summaries -> result), windows, injections, errors."""
 
 from __future__ import annotations
 
@@ -80,7 +79,7 @@ class Probe:
     every probe: `specs` (one native spec per CPU) -> the native run ->
     `collect` once per CPU (tables and the CPU's summary) -> `diagnostics`."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # also the native core's sampler it runs
     Settings: ClassVar[type]
     sleeps: ClassVar[bool] = False  # a sleeper (timerlat) never runs into RT throttling
     default: ClassVar[bool] = True  # measured by `scan` unless --probes says otherwise
