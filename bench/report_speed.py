@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from noisescope.analysis.spectrum import add_spectra, lost_time_series
-from noisescope.analysis.summary import detour_summary, ftq_summary, fwq_summary
 from noisescope.bundle import SCHEMA_VERSION, Bundle, tool_info
+from noisescope.probes.summary import detour_summary, ftq_summary, fwq_summary
 from noisescope.scan import live_host_facts, utc_now
 from noisescope.system import check_system
 from noisescope.tables import Table

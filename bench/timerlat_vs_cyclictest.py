@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from noisescope.analysis.summary import linear_histogram_quantiles
+from noisescope.probes.summary import linear_histogram_quantiles
 from noisescope.timerlat import TimerlatOptions, timerlat
 
 HISTOGRAM_US = 10_000

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisescope.analysis.groundtruth import inside_windows
-from noisescope.tables import Table
+from noisescope.tables import Table, inside_windows
 
 
 def local_timer_interrupts(events: Table, cpu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

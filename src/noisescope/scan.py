@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import interrupts, prechecks
+from .analysis.groundtruth import match_probe_injections
 from .analysis.spectrum import bundle_spectra, store_spectra
 from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
 from .clock import MeasurementClock, measurement_clock
@@ -35,7 +36,15 @@ from .host import (
 )
 from .memory import available_kib
 from .privileges import can_use_fifo, is_root, memory_locked
-from .probes import DEFAULT_PROBES, PROBES, Injection, ProbeContext, ProbeResult, quantum
+from .probes import (
+    DEFAULT_PROBES,
+    REGISTRY,
+    Injection,
+    Probe,
+    ProbeContext,
+    ProbeResult,
+    manifest_constants,
+)
 from .probes import detour as detour_probe
 from .probes import timerlat as timerlat_probe
 from .probes.schedule import WindowSchedule, plan_windows, rt_budget_ns
@@ -48,7 +57,6 @@ from .units import format_cpu_list, format_duration, format_size_kib, parse_cpu_
 SECOND = 1_000_000_000
 SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
-SLEEPING_PROBES = {"timerlat"}
 # Every probe stores a sample (and a window) as two uint64 values.
 SAMPLE_BYTES = 16
 BUFFER_MEMORY_SHARE = 0.25
@@ -108,17 +116,10 @@ class ScanPlan:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
-def check_threshold(threshold_ns: int, clock: MeasurementClock) -> None:
-    resolution = detour_probe.loop_resolution_ticks(clock.ticks_per_ns)
-    minimum = detour_probe.minimum_threshold_ticks(resolution)
-    if clock.ticks(threshold_ns) < minimum:
-        floor_ns = minimum / clock.ticks_per_ns
-        raise UsageError(
-            f"threshold {format_duration(threshold_ns)} is below what the loop can resolve "
-            f"(one iteration takes {resolution} clock ticks = "
-            f"{format_duration(resolution / clock.ticks_per_ns)})",
-            f"use --threshold {format_duration(floor_ns * 1.2, precision=2).replace(' ', '')} "
-            f"or more")
+def chosen_probes(options: ScanOptions) -> list[tuple[Probe, object]]:
+    """The probes the scan runs, in the registry's order, each with its settings."""
+    return [(probe, probe.settings(options)) for name, probe in REGISTRY.items()
+            if name in options.probes]
 
 
 def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
@@ -129,10 +130,10 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
                              f"pick from {facts.online_cpus}")
     if not 1 <= options.priority <= 99:
         raise UsageError(f"priority {options.priority} is out of range", "use 1-99")
-    unknown = [p for p in options.probes if p not in PROBES]
+    unknown = [p for p in options.probes if p not in REGISTRY]
     if unknown or not options.probes:
         raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'}",
-                         f"choose from {','.join(PROBES)}")
+                         f"choose from {','.join(REGISTRY)}")
     notes: list[Diagnostic] = []
     privileges = {"root": "yes" if is_root() else "no"}
     priority = 0
@@ -161,19 +162,6 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
     return ScanPlan(cpus, priority, privileges, notes)
 
 
-def samples_per_cpu(probe: str, options: ScanOptions, schedule: WindowSchedule, ncpus: int) -> int:
-    """The samples probe `probe` preallocates room for on each CPU."""
-    if probe == "detour":
-        return detour_probe.capacity(schedule.measured_ns, ncpus, options.max_detours)
-    if probe == "ftq":
-        return quantum.ftq_capacity(schedule, options.quantum_ns)
-    if probe == "fwq":
-        return quantum.fwq_capacity(schedule.measured_ns, options.quantum_ns)
-    if not options.keep_series:
-        return 0
-    return timerlat_probe.series_capacity(schedule.measured_ns, options.interval_ns, ncpus)
-
-
 def check_buffers(options: ScanOptions, schedule: WindowSchedule, ncpus: int,
                   available: int | None) -> None:
     """Refuse (before measuring) a scan whose preallocated buffers (samples and
@@ -183,7 +171,8 @@ def check_buffers(options: ScanOptions, schedule: WindowSchedule, ncpus: int,
         return
     allowed_kib = available * BUFFER_MEMORY_SHARE
     for probe in options.probes:
-        samples = samples_per_cpu(probe, options, schedule, ncpus) + schedule.windows
+        samples = (REGISTRY[probe].capacity(REGISTRY[probe].settings(options), schedule, ncpus)
+                   + schedule.windows)
         need_kib = samples * SAMPLE_BYTES * ncpus / 1024
         if need_kib > allowed_kib:
             raise UsageError(
@@ -209,19 +198,6 @@ def _hz_estimate(before, after, elapsed_ns: int, cpus: tuple[int, ...],
     local = after.delta(before).get("LOC", {})
     rates = {c: local.get(c, 0) / (elapsed_ns / 1e9) for c in cpus if c not in injected}
     return {"hz": estimate_hz(rates), "local_timer_per_s": {str(c): r for c, r in rates.items()}}
-
-
-def _run_probe(name: str, ctx: ProbeContext, options: ScanOptions) -> ProbeResult:
-    if name == "detour":
-        return detour_probe.run(ctx, threshold_ns=options.threshold_ns,
-                                max_detours=options.max_detours)
-    if name == "ftq":
-        return quantum.run_ftq(ctx, quantum_ns=options.quantum_ns)
-    if name == "timerlat":
-        return timerlat_probe.run(ctx, interval_ns=options.interval_ns,
-                                  histogram_ns=options.histogram_ns,
-                                  keep_series=options.keep_series)
-    return quantum.run_fwq(ctx, work_ns=options.quantum_ns)
 
 
 def _cost_run(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> ProbeResult:
@@ -256,21 +232,12 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     scan_plan = plan(options, facts)
     if destination is not None:
         check_destination(Path(destination))
-    if {"ftq", "fwq"} & set(options.probes) and options.quantum_ns > options.duration_ns:
-        raise UsageError(f"quantum {format_duration(options.quantum_ns)} does not fit the "
-                         f"duration {format_duration(options.duration_ns)}",
-                         "use a --quantum shorter than --duration, e.g. 1ms")
-    if "detour" in options.probes and options.threshold_ns >= options.duration_ns:
-        raise UsageError(f"the duration {format_duration(options.duration_ns)} is not longer "
-                         f"than the detour threshold {format_duration(options.threshold_ns)}: no "
-                         f"detour could be measured", "use a longer --duration, e.g. 10s")
-    if "timerlat" in options.probes and options.interval_ns > options.duration_ns:
-        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
-                         f"than the duration {format_duration(options.duration_ns)}: no wakeup "
-                         f"would be measured", "use a shorter --interval or a longer --duration")
+    probes = chosen_probes(options)
+    for probe, settings in probes:
+        probe.check_duration(settings, options.duration_ns)
     # Only spinning SCHED_FIFO samplers can run into RT throttling and need
     # windows with gaps; a sleeper (timerlat) measures back to back.
-    spins = scan_plan.priority > 0 and set(options.probes) - SLEEPING_PROBES
+    spins = scan_plan.priority > 0 and any(not probe.sleeps for probe, _ in probes)
     schedule, notes = plan_windows(
         options.duration_ns, rt=bool(spins), runtime_ns=options.runtime_ns,
         period_ns=options.period_ns,
@@ -279,20 +246,15 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
     check_buffers(options, schedule, len(scan_plan.cpus), available_kib())
     if options.trace.enabled:
         check_buffer_kb(options.trace.buffer_kb, len(scan_plan.cpus), available_kib())
-    if "timerlat" in options.probes and options.interval_ns > schedule.runtime_ns:
-        raise UsageError(f"timerlat interval {format_duration(options.interval_ns)} is longer "
-                         f"than a measuring window ({format_duration(schedule.runtime_ns)})",
-                         "use a shorter --interval or a longer --runtime")
+    for probe, settings in probes:
+        probe.check_windows(settings, schedule)
     clock = measurement_clock(facts.tsc_flags)
     if clock.frequency_source != "kernel":
         scan_plan.diagnostics.append(Diagnostic(
             Code.CLOCK, f"clock rate {clock.ticks_per_second / 1e6:.3f} MHz was "
                         f"{clock.frequency_source}, not stated by the kernel"))
-    if "detour" in options.probes:
-        check_threshold(options.threshold_ns, clock)
-    if "timerlat" in options.probes:
-        timerlat_probe.check_interval(options.interval_ns)
-        timerlat_probe.check_histogram(options.histogram_ns)
+    for probe, settings in probes:
+        probe.check_clock(settings, clock)
 
     with interrupts.keeping(destination, stopping="stopping before anything is measured") as keep:
         keep.measured = False
@@ -384,8 +346,8 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
                         break
                 last = index == len(options.probes) - 1
 
-                def measure(name=name, ctx=ctx, last=last):
-                    result = _run_probe(name, ctx, options)
+                def measure(probe=REGISTRY[name], ctx=ctx, last=last):
+                    result = probe.run(ctx, probe.settings(options))
                     if last or result.interrupted:  # what a stop ends from now on
                         keep.stopping = "ending the analysis"
                     return result
@@ -415,6 +377,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
     diagnostics = list(scan_plan.diagnostics)
     for result in results:
         diagnostics.extend(result.diagnostics)
+        match_probe_injections(result.probe, result.tables, result.summaries)
         for name, table in result.tables.items():
             tables.setdefault(name, []).append(table)
     # A table that only one probe produced is taken as it is: a copy would hold
@@ -430,8 +393,7 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         "cpus": list(scan_plan.cpus),
         "priority": scan_plan.priority,
         "schedule": schedule.to_dict(),
-        "unit_iterations": quantum.UNIT_ITERATIONS,
-        "hourglass_ns": detour_probe.HOURGLASS_NS,
+        **manifest_constants(),
     }
     manifest = {
         "schema_version": SCHEMA_VERSION,

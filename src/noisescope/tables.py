@@ -89,6 +89,18 @@ def repeated(value: object, count: int) -> np.ndarray:
     return column
 
 
+def inside_windows(starts: np.ndarray, ends: np.ndarray, windows: Table) -> np.ndarray:
+    """Mask of intervals [start, end] lying entirely inside one window."""
+    if windows.rows == 0:
+        return np.zeros(len(starts), bool)
+    order = np.argsort(windows["start_ns"])
+    w_start, w_end = windows["start_ns"][order], windows["end_ns"][order]
+    i = np.searchsorted(w_start, starts, side="right") - 1
+    ok = i >= 0
+    i = np.clip(i, 0, None)
+    return ok & (ends <= w_end[i])
+
+
 @dataclass(frozen=True)
 class StoredTable:
     """A table already written to a Parquet file (too big to hold in memory,

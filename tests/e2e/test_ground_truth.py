@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisescope.analysis.groundtruth import ROUNDING_NS, inside_windows, match_injections
+from noisescope.analysis.groundtruth import ROUNDING_NS, match_injections
 from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
+from noisescope.tables import inside_windows
 from noisescope.trace.scanning import TraceOptions
 
 from ..helpers import RT, measure_quietly, run_delay_fraction

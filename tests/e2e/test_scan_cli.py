@@ -146,7 +146,8 @@ def test_inject_for_ends_on_the_clock_when_the_injector_falls_behind(measured_cp
     """1 MHz of 1 ns injections: every wakeup takes longer than the 1 us period, so the
     injector is always behind its deadlines. --for 1s ends it after a second all the
     same (it used to catch up with every missed deadline: 20 s at 95% of the CPU)."""
-    from noisescope.probes.inject import Injection, inject
+    from noisescope.probes.inject import inject
+    from noisescope.probes.injection import Injection
 
     began = time.monotonic()
     outcome = inject(Injection(measured_cpu, 1e6, 1, "thread"), 1_000_000_000)

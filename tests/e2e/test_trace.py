@@ -18,10 +18,9 @@ import pytest
 
 import noisescope
 from noisescope import _native
-from noisescope.analysis.groundtruth import inside_windows
 from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
-from noisescope.tables import Table
+from noisescope.tables import Table, inside_windows
 from noisescope.trace import TraceSession, attribute, cleanup, event_source, scanning, sched_switches
 from noisescope.trace import events as events_module
 from noisescope.trace.events import TRACEPOINTS, Tracepoint

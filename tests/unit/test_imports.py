@@ -12,9 +12,9 @@ import pytest
 
 import noisescope
 from noisescope.analysis.compare import compare
-from noisescope.analysis.summary import timerlat_summary
 from noisescope.errors import UsageError
 from noisescope.imports import import_file, read_source
+from noisescope.probes.summary import timerlat_summary
 
 from ..conftest import FIXTURES
 from ..helpers import assert_usage_error

@@ -15,9 +15,9 @@ import json
 import numpy as np
 import pytest
 
-from noisescope.analysis.occupancy import Occupancy, occupancy, sibling_pairs
 from noisescope.tables import Table
 from noisescope.trace.events import parse_text
+from noisescope.trace.occupancy import Occupancy, occupancy, sibling_pairs
 
 from ..conftest import FIXTURES
 from .test_trace_events import identity

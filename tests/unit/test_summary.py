@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 from noisescope import _native
-from noisescope.analysis.groundtruth import inside_windows, match_injections
-from noisescope.analysis.summary import ftq_summary, fwq_summary, histogram_quantiles
-from noisescope.tables import Table
+from noisescope.analysis.groundtruth import match_injections, match_probe_injections
+from noisescope.probes.summary import ftq_summary, fwq_summary, histogram_quantiles
+from noisescope.tables import Table, inside_windows
 
 
 def test_histogram_buckets_are_increasing_and_log_scale():
@@ -56,3 +56,18 @@ def test_inside_windows():
     mask = inside_windows(np.array([10, 40, 60, 120, -5]), np.array([20, 60, 70, 150, 1]),
                           windows)
     assert mask.tolist() == [True, False, False, True, False]
+
+
+def test_probe_injection_summaries_add_what_the_detours_found_to_what_the_injector_counted():
+    windows = Table({"cpu": [0, 1], "probe": np.array(["detour", "detour"], object),
+                     "start_ns": [0, 0], "end_ns": [10_000, 10_000]})
+    injections = Table({"cpu": [0, 0], "start_ns": [100, 2000], "duration_ns": [50, 50]})
+    detours = Table({"cpu": [0, 1], "start_ns": [90, 500], "duration_ns": [70, 30]})
+    tables = {"detours": detours, "injections": injections, "windows": windows}
+    summaries = [{"cpu": 0, "injections": {"coalesced": 3}}, {"cpu": 1}]
+    match_probe_injections("detour", tables, summaries)
+    assert summaries[0]["injections"] == {
+        "cpu": 0, "injected": 2, "found": 1, "found_pct": 50.0, "injected_mean_ns": 50.0,
+        "detected_mean_ns": 70.0, "coalesced": 3}
+    assert list(summaries[0]["injections"])[-1] == "coalesced"  # the manifest's order
+    assert "injections" not in summaries[1]  # no injections on CPU 1: nothing to match

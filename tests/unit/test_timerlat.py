@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from noisescope import _native
-from noisescope.analysis.summary import linear_histogram_quantiles
 from noisescope.pmqos import cpu_latency_request
+from noisescope.probes.summary import linear_histogram_quantiles
 from noisescope.probes.timerlat import histogram_table
 
 
@@ -82,8 +82,8 @@ def test_cpu_latency_request_holds_the_value_while_open(tmp_path):
 
 
 def test_late_wakeups_are_detour_shaped_intervals_ending_at_the_wakeup():
-    from noisescope.analysis.timerlat import late_wakeups
     from noisescope.tables import Table
+    from noisescope.trace.wakeups import late_wakeups
 
     series = Table({"cpu": np.array([0, 0, 1], np.int32), "wakeup_ns": np.array([100, 5000, 900]),
                     "latency_ns": np.array([20, 3000, 150])})

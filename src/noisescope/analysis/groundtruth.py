@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tables import Table
+from ..tables import Table, inside_windows
 
 # Timestamps are rounded to whole nanoseconds independently; allow for it.
 ROUNDING_NS = 1
@@ -41,18 +41,6 @@ class InjectionMatch:
         }
 
 
-def inside_windows(starts: np.ndarray, ends: np.ndarray, windows: Table) -> np.ndarray:
-    """Mask of intervals [start, end] lying entirely inside one window."""
-    if windows.rows == 0:
-        return np.zeros(len(starts), bool)
-    order = np.argsort(windows["start_ns"])
-    w_start, w_end = windows["start_ns"][order], windows["end_ns"][order]
-    i = np.searchsorted(w_start, starts, side="right") - 1
-    ok = i >= 0
-    i = np.clip(i, 0, None)
-    return ok & (ends <= w_end[i])
-
-
 def match_injections(detours: Table, injections: Table, windows: Table, cpu: int,
                      probe: str = "detour") -> InjectionMatch:
     inj = injections.where(cpu=cpu)
@@ -71,3 +59,14 @@ def match_injections(detours: Table, injections: Table, windows: Table, cpu: int
         np.zeros(len(starts), bool)
     detected = np.where(covers, d_len[i] if len(d_len) else -1, -1)
     return InjectionMatch(cpu, int(len(starts)), int(covers.sum()), ends - starts, detected)
+
+
+def match_probe_injections(probe: str, tables: dict[str, Table], summaries: list[dict]) -> None:
+    """Complete the `injections` section of each per-CPU summary that has one (the
+    detour probe's, on CPUs with injections: what the injector counted) with what
+    the probe's detours found."""
+    for s in summaries:
+        if "injections" in s:
+            found = match_injections(tables["detours"], tables["injections"], tables["windows"],
+                                     s["cpu"], probe)
+            s["injections"] = {**found.summary(), **s["injections"]}

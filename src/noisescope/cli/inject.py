@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..probes.inject import MODES, Injection, inject
+from ..probes.inject import inject
+from ..probes.injection import MODES, Injection
 from ..units import format_duration, format_rate, parse_noise, parse_positive_duration
 from .common import EXIT_INTERRUPTED, stderr, stdout
 

@@ -31,6 +31,7 @@ from ..bundle import Bundle, check_destination, manifest_head, utc_now
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..host import read_interrupts
+from ..probes import PROBES
 from ..scan import ScanOptions, live_host_facts, scan
 from ..tables import Table
 from ..units import format_duration
@@ -190,9 +191,6 @@ def fleet_windows(bundle: Bundle, rank: int, start_ns: int) -> dict[str, np.ndar
 
 # -- rank 0: the fleet bundle ---------------------------------------------------------
 
-PER_CPU_PROBES = ("detour", "ftq", "fwq", "timerlat")
-
-
 def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
                  argv: list[str] | None, timeout_ns: int,
                  inject_ranks: tuple[int, ...] | None) -> Bundle:
@@ -207,7 +205,7 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
                      "bundle": record.get("bundle"), "complete": record.get("complete"),
                      **record.get("figures", {})})
     summaries: dict[str, list[dict]] = {"ranks": rows}
-    for probe in PER_CPU_PROBES:
+    for probe in PROBES:  # the per-CPU summaries of every rank, by probe
         per_cpu = [{**s, "rank": r["rank"], "node": r["node"]}
                    for r in records for s in r["summaries"].get(probe, [])]
         if per_cpu:

@@ -14,7 +14,7 @@ import shlex
 
 import numpy as np
 
-from ..analysis.summary import timerlat_summary
+from ..probes.summary import timerlat_summary
 from ..probes.timerlat import histogram_table
 from ..tables import Table
 from .common import Imported, SourceText, number, thread_cpus

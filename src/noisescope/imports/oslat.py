@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from ..analysis.summary import QUANTILES, linear_histogram_quantiles
+from ..probes.summary import QUANTILES, linear_histogram_quantiles
 from ..tables import Table
 from .common import Imported, SourceText, number, thread_cpus
 from .rows import read_rows, row_numbers

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis.summary import QUANTILES, linear_histogram_quantiles, timerlat_summary
+from ..probes.summary import QUANTILES, linear_histogram_quantiles, timerlat_summary
 from ..probes.timerlat import histogram_table
 from ..tables import Table
 from .common import Imported, SourceText, thread_cpus

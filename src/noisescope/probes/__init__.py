@@ -2,14 +2,27 @@
 
 detour: selfish-detour / Hourglass sampler; ftq: fixed time quantum;
 fwq: fixed work quantum; timerlat: timer wakeup latency (cyclictest).
-Each takes a ProbeContext (CPUs, windows, clock, injections) and returns a
-ProbeResult (tables and per-CPU summaries).
+Each is a `Probe` (base.py) in its own module, listed once in REGISTRY: it
+runs with a ProbeContext (CPUs, windows, clock, injections) and its settings,
+and returns a ProbeResult (tables and per-CPU summaries).
 """
 
-from .base import ProbeContext, ProbeResult
-from .inject import Injection
+from .base import Probe, ProbeContext, ProbeResult
+from .detour import DETOUR
+from .injection import Injection
+from .quantum import FTQ, FWQ
+from .timerlat import TIMERLAT
 
-PROBES = ("detour", "ftq", "fwq", "timerlat")
-DEFAULT_PROBES = ("detour", "ftq", "fwq")  # timerlat sleeps; `noisescope timerlat` is its home
+# The order is the order of `--probes` choices and of a scan's checks.
+REGISTRY: dict[str, Probe] = {probe.name: probe for probe in (DETOUR, FTQ, FWQ, TIMERLAT)}
+PROBES = tuple(REGISTRY)
+DEFAULT_PROBES = tuple(name for name, probe in REGISTRY.items() if probe.default)
 
-__all__ = ["DEFAULT_PROBES", "PROBES", "Injection", "ProbeContext", "ProbeResult"]
+
+def manifest_constants() -> dict:
+    """Every probe's fixed parameters (what its samples mean), recorded by every scan."""
+    return {key: value for probe in REGISTRY.values() for key, value in probe.constants.items()}
+
+
+__all__ = ["DEFAULT_PROBES", "PROBES", "REGISTRY", "Injection", "Probe", "ProbeContext",
+           "ProbeResult", "manifest_constants"]

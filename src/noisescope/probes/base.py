@@ -1,10 +1,11 @@
-"""What every probe shares: per-CPU thread specs, windows, injections, errors."""
+"""What every probe shares: the `Probe` interface and its run (specs -> native
+run -> per-CPU tables and summaries -> result), windows, injections, errors."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -12,11 +13,9 @@ from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..tables import Table, repeated
+from .injection import Injection
 from .native import NativeRun, ProgressCallback, run_native, window_buffers
 from .schedule import WindowSchedule
-
-if TYPE_CHECKING:
-    from .inject import Injection
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class ProbeContext:
     schedule: WindowSchedule
     clock: MeasurementClock
     priority: int = 0  # SCHED_FIFO priority of the samplers, 0 for SCHED_OTHER
-    injections: tuple[Injection, ...] = ()  # noqa: F821 (TYPE_CHECKING import)
+    injections: tuple[Injection, ...] = ()
     injector_priority: int = 0
     start_mono_ns: int = 0
     progress: ProgressCallback | None = None
@@ -53,6 +52,86 @@ class Execution:
     @property
     def interrupted(self) -> bool:
         return self.run.interrupted
+
+
+@dataclass(frozen=True)
+class CpuRun:
+    """One CPU's part of a finished native run, as a probe's `collect` sees it."""
+
+    spec: dict  # what the probe asked for, its buffers now filled
+    native: dict  # what the native core reported for the CPU
+    stats: dict  # thread_statistics: measured time and who else ran
+    clock: MeasurementClock
+    execution: Execution  # the whole run: windows and injections of every CPU
+
+    @property
+    def cpu(self) -> int:
+        return self.spec["cpu"]
+
+
+class Probe:
+    """A noise probe: what `scan` needs to know to check, size, run and record it.
+
+    A probe is one module with a subclass of this and one line in the registry
+    (`probes.REGISTRY`). `Settings` is a frozen dataclass of the options it
+    reads; `settings()` takes them, by name, from the scan's options (so each
+    field must be a `ScanOptions` field too). Running it (`run`) is the same for
+    every probe: `specs` (one native spec per CPU) -> the native run ->
+    `collect` once per CPU (tables and the CPU's summary) -> `diagnostics`."""
+
+    name: ClassVar[str]  # also the native core's sampler it runs
+    Settings: ClassVar[type]
+    sleeps: ClassVar[bool] = False  # a sleeper (timerlat) never runs into RT throttling
+    default: ClassVar[bool] = True  # measured by `scan` unless --probes says otherwise
+    tables: ClassVar[tuple[str, ...]] = ()  # what it records besides windows and injections
+    constants: ClassVar[dict[str, Any]] = {}  # fixed parameters the manifest records
+
+    def settings(self, options: Any) -> Any:
+        return self.Settings(**{f.name: getattr(options, f.name) for f in fields(self.Settings)})
+
+    # Checks before measuring, in the order the scan can make them (each raises UsageError).
+    def check_duration(self, settings: Any, duration_ns: int) -> None:
+        """Against the duration of the run, before the windows are planned."""
+
+    def check_windows(self, settings: Any, schedule: WindowSchedule) -> None:
+        """Against the planned windows."""
+
+    def check_clock(self, settings: Any, clock: MeasurementClock) -> None:
+        """Against the measurement clock (known last)."""
+
+    def capacity(self, settings: Any, schedule: WindowSchedule, ncpus: int) -> int:
+        """The samples the probe preallocates room for on each CPU."""
+        raise NotImplementedError
+
+    def specs(self, ctx: ProbeContext, settings: Any) -> list[dict]:
+        """One native spec per CPU of ctx.cpus (probe-specific keys and buffers)."""
+        raise NotImplementedError
+
+    def collect(self, run: CpuRun, settings: Any) -> tuple[dict[str, Table], dict]:
+        """One CPU's tables (named as in `tables`) and summary."""
+        raise NotImplementedError
+
+    def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
+                    settings: Any) -> list[Diagnostic]:
+        """What the whole run says about itself (busy CPUs, full buffers, ...)."""
+        return []
+
+    def run(self, ctx: ProbeContext, settings: Any) -> ProbeResult:
+        specs = self.specs(ctx, settings)
+        done = execute(self.name, ctx, specs)
+        parts: dict[str, list[Table]] = {name: [] for name in self.tables}
+        summaries = []
+        for spec, native in zip(specs, done.run.samplers, strict=False):
+            stats = thread_statistics(native, ctx.clock, done.windows)
+            cpu_tables, summary = self.collect(CpuRun(spec, native, stats, ctx.clock, done),
+                                               settings)
+            for name, table in cpu_tables.items():
+                parts[name].append(table)
+            summaries.append(summary)
+        tables = {name: Table.concat(cpu_parts) for name, cpu_parts in parts.items()}
+        tables.update(windows=done.windows, injections=done.injections)
+        return ProbeResult(self.name, tables, summaries, done.interrupted,
+                           self.diagnostics(ctx, summaries, done, settings))
 
 
 def check_errors(results: list[dict], what: str) -> None:

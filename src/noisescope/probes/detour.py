@@ -4,21 +4,27 @@ histogram, so nothing is lost when the detour buffer fills."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import _native
-from ..analysis.groundtruth import match_injections
-from ..analysis.summary import detour_summary
+from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
+from ..errors import UsageError
 from ..tables import Table
+from ..units import format_duration
 from .base import (
+    CpuRun,
+    Execution,
+    Probe,
     ProbeContext,
     ProbeResult,
     busy_diagnostics,
-    execute,
     overflow_diagnostics,
-    thread_statistics,
 )
+from .schedule import WindowSchedule
+from .summary import detour_summary
 
 # Hourglass counts the gaps above a cut-off (1000 cycles there). A duration means
 # the same on the TSC and on the portable clock (CLOCK_MONOTONIC_RAW, 1 ns ticks),
@@ -50,48 +56,84 @@ def minimum_threshold_ticks(resolution_ticks: int) -> int:
     return max(2 * resolution_ticks, _native.HISTOGRAM_FLOOR_TICKS)
 
 
-def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None) -> ProbeResult:
-    clock = ctx.clock
-    room = capacity(ctx.schedule.measured_ns, len(ctx.cpus), max_detours)
-    threshold_ticks = clock.ticks(threshold_ns)
-    specs = [{
-        "cpu": cpu,
-        "threshold_ticks": threshold_ticks,
-        "hourglass_ticks": clock.ticks(HOURGLASS_NS),
-        "start": np.empty(room, np.uint64),
-        "length": np.empty(room, np.uint64),
-        "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
-    } for cpu in ctx.cpus]
-    done = execute("detour", ctx, specs)
+@dataclass(frozen=True)
+class DetourSettings:
+    threshold_ns: int
+    max_detours: int | None = None
 
-    detours, histograms, summaries = [], [], []
-    for spec, result in zip(specs, done.run.samplers, strict=False):
-        stored = result["stored"]
-        cpu = spec["cpu"]
+
+class DetourProbe(Probe):
+    name = "detour"
+    Settings = DetourSettings
+    tables = ("detours", "gap_histogram")
+    constants = {"hourglass_ns": HOURGLASS_NS}
+
+    def check_duration(self, settings: DetourSettings, duration_ns: int) -> None:
+        if settings.threshold_ns >= duration_ns:
+            raise UsageError(f"the duration {format_duration(duration_ns)} is not longer than "
+                             f"the detour threshold {format_duration(settings.threshold_ns)}: no "
+                             f"detour could be measured", "use a longer --duration, e.g. 10s")
+
+    def check_clock(self, settings: DetourSettings, clock: MeasurementClock) -> None:
+        resolution = loop_resolution_ticks(clock.ticks_per_ns)
+        minimum = minimum_threshold_ticks(resolution)
+        if clock.ticks(settings.threshold_ns) < minimum:
+            floor_ns = minimum / clock.ticks_per_ns
+            raise UsageError(
+                f"threshold {format_duration(settings.threshold_ns)} is below what the loop can "
+                f"resolve (one iteration takes {resolution} clock ticks = "
+                f"{format_duration(resolution / clock.ticks_per_ns)})",
+                f"use --threshold {format_duration(floor_ns * 1.2, precision=2).replace(' ', '')} "
+                f"or more")
+
+    def capacity(self, settings: DetourSettings, schedule: WindowSchedule, ncpus: int) -> int:
+        return capacity(schedule.measured_ns, ncpus, settings.max_detours)
+
+    def specs(self, ctx: ProbeContext, settings: DetourSettings) -> list[dict]:
+        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        return [{
+            "cpu": cpu,
+            "threshold_ticks": ctx.clock.ticks(settings.threshold_ns),
+            "hourglass_ticks": ctx.clock.ticks(HOURGLASS_NS),
+            "start": np.empty(room, np.uint64),
+            "length": np.empty(room, np.uint64),
+            "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
+        } for cpu in ctx.cpus]
+
+    def collect(self, run: CpuRun, settings: DetourSettings) -> tuple[dict[str, Table], dict]:
+        clock, spec, native = run.clock, run.spec, run.native
+        stored = native["stored"]
         duration_ns = clock.duration_ns(spec["length"][:stored])
-        detours.append(Table({
-            "cpu": np.full(stored, cpu, np.int32),
+        detours = Table({
+            "cpu": np.full(stored, run.cpu, np.int32),
             "start_ns": clock.timestamp_ns(spec["start"][:stored]),
             "duration_ns": duration_ns,
-        }))
-        histogram = _histogram_table(cpu, spec["histogram"], clock.ticks_per_ns)
-        histograms.append(histogram)
-        stats = thread_statistics(result, clock, done.windows)
-        summaries.append(detour_summary(stats, result, duration_ns, histogram, threshold_ns,
-                                        HOURGLASS_NS, clock.ticks_per_ns))
-    notes = (busy_diagnostics("detour", summaries)
-             + overflow_diagnostics(summaries, "detours", room)
-             + clock_backwards_diagnostics(done.run.samplers))
-    tables = {"detours": Table.concat(detours), "gap_histogram": Table.concat(histograms),
-              "windows": done.windows, "injections": done.injections}
-    for s in summaries:
-        if done.injections.rows and s["cpu"] in done.injections["cpu"]:
-            found = match_injections(tables["detours"], done.injections, done.windows, s["cpu"])
-            s["injections"] = found.summary()
-            delivered = next((r["injection"] for r in done.run.samplers
-                              if r["cpu"] == s["cpu"] and "injection" in r), None)
-            s["injections"]["coalesced"] = int(delivered["coalesced"]) if delivered else 0
-    return ProbeResult("detour", tables, summaries, done.interrupted, notes)
+        })
+        histogram = _histogram_table(run.cpu, spec["histogram"], clock.ticks_per_ns)
+        summary = detour_summary(run.stats, native, duration_ns, histogram, settings.threshold_ns,
+                                 HOURGLASS_NS, clock.ticks_per_ns)
+        injections = run.execution.injections
+        if injections.rows and run.cpu in injections["cpu"]:
+            # What the injector itself counted; `analysis.groundtruth.match_probe_injections`
+            # adds which injections the detours found.
+            delivered = native.get("injection")
+            summary["injections"] = {"coalesced": int(delivered["coalesced"]) if delivered else 0}
+        return {"detours": detours, "gap_histogram": histogram}, summary
+
+    def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
+                    settings: DetourSettings) -> list[Diagnostic]:
+        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        return (busy_diagnostics(self.name, summaries)
+                + overflow_diagnostics(summaries, "detours", room)
+                + clock_backwards_diagnostics(done.run.samplers))
+
+
+DETOUR = DetourProbe()
+
+
+def run(ctx: ProbeContext, *, threshold_ns: int, max_detours: int | None = None) -> ProbeResult:
+    """The detour probe alone (beside a workload in `cluster bsp`, or in tests)."""
+    return DETOUR.run(ctx, DetourSettings(threshold_ns, max_detours))
 
 
 def clock_backwards_diagnostics(samplers: list[dict]) -> list[Diagnostic]:

@@ -1,5 +1,6 @@
-"""Injected noise of known rate and length: the ground truth for tests and a
-way to disturb an experiment on purpose (Ferreira-style injection).
+"""Running injected noise of known rate and length (the `Injection` value is in
+`injection`): the ground truth for tests and a way to disturb an experiment on
+purpose (Ferreira-style injection).
 
 signal mode: a POSIX timer signals the sampler thread on the CPU and the
 handler busy-waits (it needs a sampler, or the idle target thread of
@@ -9,72 +10,21 @@ the rate and spins. Both record every injection's own start and end.
 
 from __future__ import annotations
 
-import math
-import re
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..clock import measurement_clock
 from ..errors import UsageError
-from ..units import format_duration, format_rate, parse_noise_spec
-
-MODES = ("signal", "thread")
-MAX_RECORDS = 1_000_000  # per injection (16 MB); later ones are counted as overflow
-_SPEC = re.compile(r"^(?P<noise>[^@]+)@(?:cpu)?(?P<cpu>\d+)(?:/(?P<mode>\w+))?$")
-
-
-@dataclass(frozen=True)
-class Injection:
-    cpu: int
-    rate_hz: float
-    length_ns: int
-    mode: str = "signal"
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UsageError(f"unknown injection mode {self.mode!r}", "use signal or thread")
-
-    @classmethod
-    def parse(cls, text: str, *, default_mode: str = "signal") -> Injection:
-        """'1kHz:20us@cpu1' or '1kHz:20us@1/thread'."""
-        match = _SPEC.match(text.strip())
-        if not match:
-            raise UsageError(f"cannot read injection {text!r}",
-                             "write RATE:LENGTH@cpuN[/signal|/thread], e.g. 1kHz:20us@cpu1")
-        rate, length = parse_noise_spec(match.group("noise"))
-        return cls(int(match.group("cpu")), rate, length, match.group("mode") or default_mode)
-
-    @property
-    def period_ns(self) -> int:
-        return int(round(1e9 / self.rate_hz))
-
-    @property
-    def fraction(self) -> float:
-        return self.length_ns / self.period_ns
-
-    def describe(self) -> str:
-        return (f"{format_rate(self.rate_hz)} x {format_duration(self.length_ns)} on CPU "
-                f"{self.cpu} ({self.mode})")
-
-    def native(self, ticks_per_ns: float, elapsed_ns: int, priority: int = 0) -> dict:
-        expected = math.ceil(elapsed_ns / self.period_ns * 1.05) + 64
-        capacity = min(expected, MAX_RECORDS)
-        return {
-            "cpu": self.cpu,
-            "priority": priority,
-            "period_ns": self.period_ns,
-            "length_ticks": max(1, int(round(self.length_ns * ticks_per_ns))),
-            "start": np.empty(capacity, np.uint64),
-            "end": np.empty(capacity, np.uint64),
-        }
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Injection:
-        return cls(**data)
+from ..host import check_cpus, read_host_facts
+from ..prechecks import injector_priority
+from ..tables import Table
+from .base import ProbeContext, check_errors, execute, injection_rows
+from .injection import Injection
+from .native import NativeHandle
+from .schedule import plan_windows
 
 
 @dataclass(frozen=True)
@@ -95,12 +45,6 @@ def inject(injection: Injection, duration_ns: int | None,
     Signal mode needs a thread to signal: an idle target thread pinned to
     the CPU (SCHED_FIFO when permitted, so that it preempts whatever runs
     there) sleeps and spins in its handler."""
-    from ..clock import measurement_clock
-    from ..host import check_cpus, read_host_facts
-    from ..prechecks import injector_priority
-    from .base import ProbeContext, execute
-    from .schedule import plan_windows
-
     facts = read_host_facts()
     check_cpus((injection.cpu,), facts)
     priority = injector_priority()
@@ -133,8 +77,6 @@ UNTIL_INTERRUPTED_NS = 10 * 365 * 24 * 3600 * 1_000_000_000
 
 def unbounded_schedule():
     """One window that lasts until the run is stopped (Ctrl-C or the stop flag)."""
-    from .schedule import plan_windows
-
     return plan_windows(UNTIL_INTERRUPTED_NS, rt=False, runtime_ns=UNTIL_INTERRUPTED_NS,
                         period_ns=UNTIL_INTERRUPTED_NS)[0]
 
@@ -165,10 +107,6 @@ class BackgroundInjection:
         self._handle = None
 
     def start(self) -> None:
-        import time
-
-        from .native import NativeHandle
-
         self._natives = [i.native(self.clock.ticks_per_ns, self.max_duration_ns, self.priority)
                          for i in self.injections]
         schedule = unbounded_schedule()
@@ -179,9 +117,6 @@ class BackgroundInjection:
 
     def stop(self):
         """Stop the injectors; returns (injections Table, overflow count, interrupted)."""
-        from ..tables import Table
-        from .base import check_errors, injection_rows
-
         if self._handle is None:
             return Table(), 0, False
         run = self._handle.stop()

@@ -9,14 +9,18 @@ calibrated so that one sample takes about one quantum on a quiet CPU.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _native
-from ..analysis.summary import ftq_summary, fwq_summary
+from ..diagnostics import Diagnostic
+from ..errors import UsageError
 from ..tables import Table
-from .base import ProbeContext, ProbeResult, busy_diagnostics, execute, thread_statistics
+from ..units import format_duration
+from .base import CpuRun, Execution, Probe, ProbeContext, busy_diagnostics
 from .schedule import WindowSchedule
+from .summary import ftq_summary, fwq_summary
 
 UNIT_ITERATIONS = 32  # about 30 ns of work per unit on a 2-3 GHz core
 CALIBRATION_UNITS = 1_000
@@ -39,56 +43,98 @@ def fwq_capacity(measured_ns: int, work_ns: int) -> int:
     return math.ceil(measured_ns / work_ns * 1.25) + 64
 
 
-def run_ftq(ctx: ProbeContext, *, quantum_ns: int) -> ProbeResult:
-    clock = ctx.clock
-    capacity = ftq_capacity(ctx.schedule, quantum_ns)
-    specs = [{
-        "cpu": cpu,
-        "quantum_ticks": clock.ticks(quantum_ns),
-        "unit_iters": UNIT_ITERATIONS,
-        "start": np.empty(capacity, np.uint64),
-        "work": np.empty(capacity, np.uint64),
-    } for cpu in ctx.cpus]
-    done = execute("ftq", ctx, specs)
-    series, summaries = [], []
-    for spec, result in zip(specs, done.run.samplers, strict=False):
-        stored = result["stored"]
-        work = spec["work"][:stored].astype(np.int64)
-        series.append(Table({
-            "cpu": np.full(stored, spec["cpu"], np.int32),
-            "start_ns": clock.timestamp_ns(spec["start"][:stored]),
-            "work": work,
-        }))
-        summaries.append(ftq_summary(thread_statistics(result, clock, done.windows), work))
-    return ProbeResult("ftq", {"ftq": Table.concat(series), "windows": done.windows,
-                               "injections": done.injections},
-                       summaries, done.interrupted, busy_diagnostics("ftq", summaries))
+@dataclass(frozen=True)
+class QuantumSettings:
+    quantum_ns: int  # FTQ: the quantum; FWQ: the work a sample takes on a quiet CPU
 
 
-def run_fwq(ctx: ProbeContext, *, work_ns: int) -> ProbeResult:
-    clock = ctx.clock
-    units = max(1, round(clock.ticks(work_ns) / unit_ticks()))
-    capacity = fwq_capacity(ctx.schedule.measured_ns, work_ns)
-    specs = [{
-        "cpu": cpu,
-        "work_units": units,
-        "unit_iters": UNIT_ITERATIONS,
-        "start": np.empty(capacity, np.uint64),
-        "duration": np.empty(capacity, np.uint64),
-    } for cpu in ctx.cpus]
-    done = execute("fwq", ctx, specs)
-    series, summaries = [], []
-    for spec, result in zip(specs, done.run.samplers, strict=False):
-        stored = result["stored"]
-        duration_ns = clock.duration_ns(spec["duration"][:stored])
-        series.append(Table({
-            "cpu": np.full(stored, spec["cpu"], np.int32),
-            "start_ns": clock.timestamp_ns(spec["start"][:stored]),
-            "duration_ns": duration_ns,
-        }))
-        stats = thread_statistics(result, clock, done.windows)
-        summaries.append({**fwq_summary(stats, duration_ns), "work_units": units,
-                          "overflow": int(result["overflow"])})
-    return ProbeResult("fwq", {"fwq": Table.concat(series), "windows": done.windows,
-                               "injections": done.injections},
-                       summaries, done.interrupted, busy_diagnostics("fwq", summaries))
+class _QuantumProbe(Probe):
+    """FTQ and FWQ: per CPU a series of samples (a start and one value each)
+    from the same unit of work."""
+
+    Settings = QuantumSettings
+    constants = {"unit_iterations": UNIT_ITERATIONS}
+    buffer: str  # the native buffer of each sample's value
+    column: str  # ... and its column in the probe's table (named as the probe)
+
+    def check_duration(self, settings: QuantumSettings, duration_ns: int) -> None:
+        if settings.quantum_ns > duration_ns:
+            raise UsageError(f"quantum {format_duration(settings.quantum_ns)} does not fit the "
+                             f"duration {format_duration(duration_ns)}",
+                             "use a --quantum shorter than --duration, e.g. 1ms")
+
+    def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
+        """The spec keys that say how much work a sample is (the same on every CPU)."""
+        raise NotImplementedError
+
+    def specs(self, ctx: ProbeContext, settings: QuantumSettings) -> list[dict]:
+        work = self.work(ctx, settings)
+        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        return [{
+            "cpu": cpu,
+            **work,
+            "unit_iters": UNIT_ITERATIONS,
+            "start": np.empty(room, np.uint64),
+            self.buffer: np.empty(room, np.uint64),
+        } for cpu in ctx.cpus]
+
+    def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    def collect(self, run: CpuRun, settings: QuantumSettings) -> tuple[dict[str, Table], dict]:
+        stored = run.native["stored"]
+        values = self.values(run, run.spec[self.buffer][:stored])
+        series = Table({
+            "cpu": np.full(stored, run.cpu, np.int32),
+            "start_ns": run.clock.timestamp_ns(run.spec["start"][:stored]),
+            self.column: values,
+        })
+        return {self.name: series}, self.summary(run, values)
+
+    def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
+                    settings: QuantumSettings) -> list[Diagnostic]:
+        return busy_diagnostics(self.name, summaries)
+
+
+class FtqProbe(_QuantumProbe):
+    name = "ftq"
+    tables = ("ftq",)
+    buffer = column = "work"  # units of work done in each quantum
+
+    def capacity(self, settings: QuantumSettings, schedule: WindowSchedule, ncpus: int) -> int:
+        return ftq_capacity(schedule, settings.quantum_ns)
+
+    def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
+        return {"quantum_ticks": ctx.clock.ticks(settings.quantum_ns)}
+
+    def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
+        return raw.astype(np.int64)
+
+    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+        return ftq_summary(run.stats, values)
+
+
+class FwqProbe(_QuantumProbe):
+    name = "fwq"
+    tables = ("fwq",)
+    buffer, column = "duration", "duration_ns"  # how long each sample's work took
+
+    def capacity(self, settings: QuantumSettings, schedule: WindowSchedule, ncpus: int) -> int:
+        return fwq_capacity(schedule.measured_ns, settings.quantum_ns)
+
+    def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
+        return {"work_units": max(1, round(ctx.clock.ticks(settings.quantum_ns) / unit_ticks()))}
+
+    def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
+        return run.clock.duration_ns(raw)
+
+    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+        return {**fwq_summary(run.stats, values), "work_units": run.spec["work_units"],
+                "overflow": int(run.native["overflow"])}
+
+
+FTQ = FtqProbe()
+FWQ = FwqProbe()

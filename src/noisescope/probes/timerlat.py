@@ -12,14 +12,18 @@ events.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.summary import timerlat_summary
+from ..clock import MeasurementClock
+from ..diagnostics import Diagnostic
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
-from .base import ProbeContext, ProbeResult, execute, overflow_diagnostics, thread_statistics
+from .base import CpuRun, Execution, Probe, ProbeContext, overflow_diagnostics
+from .schedule import WindowSchedule
+from .summary import timerlat_summary
 
 DEFAULT_INTERVAL_NS = 1_000_000  # cyclictest's default
 DEFAULT_HISTOGRAM_NS = 10_000_000  # 10,000 buckets of 1 us (80 kB per CPU)
@@ -47,50 +51,83 @@ def series_capacity(measured_ns: int, interval_ns: int, ncpus: int) -> int:
     return min(expected, TOTAL_SERIES_BUDGET // max(ncpus, 1))
 
 
-def run(ctx: ProbeContext, *, interval_ns: int = DEFAULT_INTERVAL_NS,
-        histogram_ns: int = DEFAULT_HISTOGRAM_NS, keep_series: bool = True) -> ProbeResult:
-    check_interval(interval_ns)
-    check_histogram(histogram_ns)
-    buckets = histogram_ns // BUCKET_NS
-    capacity = series_capacity(ctx.schedule.measured_ns, interval_ns, len(ctx.cpus)) \
-        if keep_series else 0
-    specs = [{
-        "cpu": cpu,
-        "interval_ns": interval_ns,
-        "histogram": np.empty(buckets, np.uint64),
-        "latency": np.empty(capacity, np.uint64),
-        "wakeup": np.empty(capacity, np.uint64),
-    } for cpu in ctx.cpus]
-    done = execute("timerlat", ctx, specs)
+@dataclass(frozen=True)
+class TimerlatSettings:
+    interval_ns: int = DEFAULT_INTERVAL_NS
+    histogram_ns: int = DEFAULT_HISTOGRAM_NS
+    keep_series: bool = True  # store every latency, not only the histogram
 
-    clock = ctx.clock
-    series, histograms, summaries = [], [], []
-    for spec, result in zip(specs, done.run.samplers, strict=False):
-        cpu, stored = spec["cpu"], result["stored"]
+
+class TimerlatProbe(Probe):
+    name = "timerlat"
+    Settings = TimerlatSettings
+    sleeps = True
+    default = False  # `noisescope timerlat` is its home
+    tables = ("timerlat", "timerlat_histogram")
+
+    def check_duration(self, settings: TimerlatSettings, duration_ns: int) -> None:
+        if settings.interval_ns > duration_ns:
+            raise UsageError(f"timerlat interval {format_duration(settings.interval_ns)} is "
+                             f"longer than the duration {format_duration(duration_ns)}: no wakeup "
+                             f"would be measured", "use a shorter --interval or a longer --duration")
+
+    def check_windows(self, settings: TimerlatSettings, schedule: WindowSchedule) -> None:
+        if settings.interval_ns > schedule.runtime_ns:
+            raise UsageError(f"timerlat interval {format_duration(settings.interval_ns)} is "
+                             f"longer than a measuring window "
+                             f"({format_duration(schedule.runtime_ns)})",
+                             "use a shorter --interval or a longer --runtime")
+
+    def check_clock(self, settings: TimerlatSettings, clock: MeasurementClock) -> None:
+        check_interval(settings.interval_ns)
+        check_histogram(settings.histogram_ns)
+
+    def capacity(self, settings: TimerlatSettings, schedule: WindowSchedule, ncpus: int) -> int:
+        if not settings.keep_series:
+            return 0
+        return series_capacity(schedule.measured_ns, settings.interval_ns, ncpus)
+
+    def specs(self, ctx: ProbeContext, settings: TimerlatSettings) -> list[dict]:
+        buckets = settings.histogram_ns // BUCKET_NS
+        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        return [{
+            "cpu": cpu,
+            "interval_ns": settings.interval_ns,
+            "histogram": np.empty(buckets, np.uint64),
+            "latency": np.empty(room, np.uint64),
+            "wakeup": np.empty(room, np.uint64),
+        } for cpu in ctx.cpus]
+
+    def collect(self, run: CpuRun, settings: TimerlatSettings) -> tuple[dict[str, Table], dict]:
+        spec, native = run.spec, run.native
+        stored = native["stored"]
         latency_ns = spec["latency"][:stored].astype(np.int64)
-        series.append(Table({
-            "cpu": np.full(stored, cpu, np.int32),
-            "wakeup_ns": clock.timestamp_ns(spec["wakeup"][:stored]),
+        series = Table({
+            "cpu": np.full(stored, run.cpu, np.int32),
+            "wakeup_ns": run.clock.timestamp_ns(spec["wakeup"][:stored]),
             "latency_ns": latency_ns,
-        }))
-        histogram = histogram_table(cpu, spec["histogram"], result["histogram_overflow"],
-                                    result["max_ns"])
-        histograms.append(histogram)
-        stats = thread_statistics(result, clock, done.windows)
-        complete = keep_series and result["overflow"] == 0
-        summaries.append(timerlat_summary(
-            stats, interval_ns=interval_ns, samples=result["samples"], missed=result["missed"],
-            min_ns=result["min_ns"], max_ns=result["max_ns"], sum_ns=result["sum_ns"],
-            histogram=histogram, histogram_limit_ns=histogram_ns,
-            histogram_overflow=result["histogram_overflow"],
+        })
+        histogram = histogram_table(run.cpu, spec["histogram"], native["histogram_overflow"],
+                                    native["max_ns"])
+        complete = settings.keep_series and native["overflow"] == 0
+        summary = timerlat_summary(
+            run.stats, interval_ns=settings.interval_ns, samples=native["samples"],
+            missed=native["missed"], min_ns=native["min_ns"], max_ns=native["max_ns"],
+            sum_ns=native["sum_ns"], histogram=histogram, histogram_limit_ns=settings.histogram_ns,
+            histogram_overflow=native["histogram_overflow"],
             latencies_ns=latency_ns if complete else None,
-            stored=stored, overflow=result["overflow"]))
-    # No machine_busy check: a sleeper's run delay is its wakeup path, the
-    # latency being measured, not time other tasks took.
-    notes = overflow_diagnostics(summaries, "timerlat latencies", capacity)
-    tables = {"timerlat": Table.concat(series), "timerlat_histogram": Table.concat(histograms),
-              "windows": done.windows, "injections": done.injections}
-    return ProbeResult("timerlat", tables, summaries, done.interrupted, notes)
+            stored=stored, overflow=native["overflow"])
+        return {"timerlat": series, "timerlat_histogram": histogram}, summary
+
+    def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
+                    settings: TimerlatSettings) -> list[Diagnostic]:
+        # No machine_busy check: a sleeper's run delay is its wakeup path, the
+        # latency being measured, not time other tasks took.
+        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        return overflow_diagnostics(summaries, "timerlat latencies", room)
+
+
+TIMERLAT = TimerlatProbe()
 
 
 def histogram_table(cpu: int, counts: np.ndarray, overflow: int, max_ns: int | None,

@@ -68,8 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.groundtruth import inside_windows
-from ..tables import Table
+from ..tables import Table, inside_windows
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .osnoise import OSNOISE_CLASSES, osnoise_classes, preferred_osnoise_classes
 from .store import EventSource

@@ -6,7 +6,7 @@ CPUs the workload may use and on their SMT siblings. After the run the
 buffers are read (never during it), the run's tasks are found (the process
 the launcher started and every task forked from it), the switches the trace
 misses are put back (`switches.complete_switches`), and for each workload
-CPU and sibling `analysis.occupancy` splits the time the CPU ran the
+CPU and sibling `occupancy` splits the time the CPU ran the
 workload by what the sibling ran meanwhile: a task of the same run, nothing
 (idle), a foreign task, or unknown.
 
@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.occupancy import CATEGORIES, occupancy, sibling_pairs
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
@@ -35,6 +34,7 @@ from ..host import HostFacts
 from ..tables import Table
 from ..units import format_cpu_list, parse_cpu_list
 from .events import HRTIMER_EXPIRE, SCHED_FORK, SCHED_SWITCH, SCHED_WAKEUP, TraceEvents
+from .occupancy import CATEGORIES, occupancy, sibling_pairs
 from .session import Recording, TraceSession
 from .switches import complete_switches
 from .tracefs import TracingUnavailable

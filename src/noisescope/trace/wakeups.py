@@ -1,9 +1,9 @@
 """Late timer wakeups explained: what held a CPU between a timerlat deadline
 and the moment the measuring thread ran again.
 
-A wakeup L late at W is the span [W - L, W] of its CPU
-(`analysis.timerlat.late_wakeups`). The measuring thread sleeps through it,
-so the spans are attributed with it as their owner (its tid is in the
+A wakeup L late at W is the span [W - L, W] of its CPU (`late_wakeups`:
+shaped like a detour, on the same timeline). The measuring thread sleeps
+through it, so the spans are attributed with it as their owner (its tid is in the
 timerlat summaries): the timer interrupt that woke it, other interrupts and
 softirqs, the task that held the CPU at the deadline or took it before the
 thread could run, and the idle task (see `attribute`). The results have the
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis.timerlat import late_wakeups
+import numpy as np
+
 from ..errors import UsageError
 from ..tables import Table
 from .attribute import attribute
@@ -24,6 +25,21 @@ from .store import EventSource
 
 DEFAULT_THRESHOLD_NS = 50_000  # wakeups at least this late are explained by default
 COUNT_KEY, TOTAL_KEY = "wakeups", "latency_ns"  # the summary's names for count and total
+
+
+def late_wakeups(series: Table, threshold_ns: int) -> Table:
+    """The wakeups of a `timerlat` table at least `threshold_ns` late, as
+    detour-shaped rows: cpu, start_ns (the deadline), duration_ns (the latency).
+
+    A wakeup with latency L at time W means the thread should have run from
+    W - L (its deadline) but could not until W: whatever explains detours (trace
+    events inside the interval) explains late wakeups too."""
+    late = series.filter(series["latency_ns"] >= threshold_ns)
+    return Table({
+        "cpu": late["cpu"].astype(np.int32),
+        "start_ns": late["wakeup_ns"] - late["latency_ns"],
+        "duration_ns": late["latency_ns"],
+    })
 
 
 @dataclass
