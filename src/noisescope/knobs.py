@@ -56,6 +56,7 @@ class KnobJournal:
         self.directory = directory or JOURNAL_DIR
         self.path = self.directory / f"journal-{purpose}-{os.getpid()}.json"
         self.changes: list[Change] = []
+        self._on_disk = False  # a run that changed nothing never touches the directory
 
     def __enter__(self) -> KnobJournal:
         return self
@@ -92,13 +93,16 @@ class KnobJournal:
 
     def _save(self) -> None:
         if not self.changes:
-            self.path.unlink(missing_ok=True)
+            if self._on_disk:
+                self.path.unlink(missing_ok=True)
+                self._on_disk = False
             return
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         partial = self.path.with_suffix(".new")
         partial.write_text(json.dumps({"owner": identity(),
                                        "changes": [c.__dict__ for c in self.changes]}))
         os.replace(partial, self.path)
+        self._on_disk = True
 
 
 def _restore(changes: list[Change]) -> list[str]:

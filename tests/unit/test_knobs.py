@@ -50,6 +50,16 @@ def test_a_change_that_cannot_be_written_is_not_journalled(tmp_path):
     assert journal.changes == [] and not journal.path.exists()
 
 
+def test_a_run_that_changed_nothing_never_touches_the_journal_directory(tmp_path):
+    """An unprivileged run cannot write /run/noisescope (root made it, 0700):
+    a journal with nothing in it must not look there, not even to clean up."""
+    unusable = tmp_path / "not-a-directory"
+    unusable.write_text("")
+    with KnobJournal("trace", unusable) as journal:
+        assert journal.restore() == []
+    assert unusable.is_file()
+
+
 def test_the_next_run_restores_what_a_dead_run_changed(tmp_path):
     a = knob(tmp_path, "a", "changed")
     child = subprocess.Popen(["true"])
