@@ -79,17 +79,29 @@ LENGTH_NS = 3_000_000
 RATE_HZ = 20.0
 
 
+def measured(bundle) -> int:
+    """The injections whose spin lies inside one of the timerlat thread's
+    windows (one that falls in the gap between windows delays no wakeup)."""
+    windows, injections = bundle.windows, bundle.injections
+    starts, ends = injections.start_ns, injections.start_ns + injections.duration_ns
+    inside = np.zeros(injections.rows, bool)
+    for begin, end in zip(windows.start_ns, windows.end_ns, strict=True):
+        inside |= (starts >= begin) & (ends <= end)
+    return int(inside.sum())
+
+
 def matched(bundle) -> list[int | None]:
     """Per injection, the index in the timerlat table of the wakeup whose
     deadline fell at its start and which came after its end (None if none).
-    The deadline comes within an interval after the start, or up to two before
-    it when the thread was still waking from it (the injector's own switch-in
-    and other noise delay it by tens of us here)."""
+    The deadline comes within an interval after the start, or before it when
+    the thread was still waking from it (the injector's own switch-in and other
+    noise delay it by tens to hundreds of us here); the latencies found are
+    bounded from above in the tests."""
     series, injections = bundle.timerlat, bundle.injections
     deadlines = series.wakeup_ns - series.latency_ns
     found = []
     for start, length in zip(injections.start_ns, injections.duration_ns, strict=True):
-        late = np.flatnonzero((deadlines >= start - 2 * INTERVAL_NS)
+        late = np.flatnonzero((deadlines >= start - 10 * INTERVAL_NS)
                               & (deadlines <= start + INTERVAL_NS)
                               & (series.wakeup_ns >= start + length))
         found.append(int(late[np.argmax(series.latency_ns[late])]) if len(late) else None)
@@ -134,7 +146,7 @@ def injected_timerlat(measured_cpu):
 
     def good(bundle):
         found = [i for i in matched(bundle) if i is not None]
-        if len(found) < 0.95 * len(matched(bundle)):
+        if len(found) < 0.95 * measured(bundle):
             return False
         traced = bundle.has_table("late_wakeups")
         return not traced or np.mean(attributed_to_injector(bundle, measured_cpu)) >= 0.95
@@ -158,7 +170,9 @@ def test_injected_noise_shows_as_late_wakeups_and_missed_periods(injected_timerl
     found = np.array([int(bundle.timerlat.latency_ns[i]) for i in matched(bundle) if i is not None])
     injections = bundle.injections.rows
     assert 35 <= injections <= 41, injections  # 2 s at 20 Hz
-    assert len(found) >= 0.95 * injections, (len(found), injections, busy(bundle))
+    assert measured(bundle) >= 0.85 * injections  # a 3 ms spin at 20 Hz, 0.9 s windows
+    assert measured(bundle) <= len(found) + 0.05 * injections, (len(found), measured(bundle),
+                                                                 busy(bundle))
     # The deadline of a matched wakeup lies within an interval of the spin's
     # start, and the thread gets the CPU back right after the spin's end (the
     # switch takes tens of us here): a latency of the length +- an interval,
@@ -177,7 +191,7 @@ def test_late_wakeups_are_explained_by_the_injector(injected_timerlat, measured_
     caused are attributed to it, by name, with >= 95% of its time."""
     bundle = injected_timerlat
     verdicts = attributed_to_injector(bundle, measured_cpu)
-    assert len(verdicts) >= 0.95 * bundle.injections.rows
+    assert len(verdicts) >= measured(bundle) - 0.05 * bundle.injections.rows
     assert np.mean(verdicts) >= 0.95, (sum(verdicts), len(verdicts), busy(bundle))
     (row,) = bundle.summaries["late_wakeups"]
     assert row["threshold_ns"] == 1_000_000 and row["wakeups"] == bundle.late_wakeups.rows
