@@ -297,6 +297,16 @@ def test_rtla_stop_notes_and_cpus_without_samples(tmp_path):
     validate(import_file("rtla", edited, argv=["t"]).manifest)
 
 
+def check_against_footer(s, count_key, table, indexes, counts, footer):
+    """One CPU's summary and histogram rows against the hist's own columns
+    and footer (in us): count, overflow, min, max, the rows (buckets and the
+    overflow row) and the median from the buckets."""
+    assert s[count_key] == footer["count"] and s["histogram_overflow"] == footer["over"]
+    assert (s["min_ns"], s["max_ns"]) == (footer["min"] * 1000, footer["max"] * 1000)
+    assert table.where(cpu=s["cpu"])["count"].sum() == footer["count"]
+    assert s["p50_ns"] == median_bucket_middle_ns(indexes, counts, footer["count"])
+
+
 def test_rtla_timerlat_hist_matches_its_columns():
     path = RTLA / "timerlat-hist.txt"
     columns = rtla_hist_columns(path)
@@ -308,16 +318,13 @@ def test_rtla_timerlat_hist_matches_its_columns():
     assert imported.parameters["histogram_limit_ns"] == 256_000  # last printed bucket: 255
     for s in imported.summaries:
         indexes, counts, footer = columns[f"Thr-{s['cpu']:03d}"]
-        assert s["samples"] == footer["count"] and s["histogram_overflow"] == footer["over"]
-        assert (s["min_ns"], s["avg_ns"], s["max_ns"]) == \
-            (footer["min"] * 1000, footer["avg"] * 1000, footer["max"] * 1000)
+        check_against_footer(s, "samples", thread_table, indexes, counts, footer)
+        assert s["avg_ns"] == footer["avg"] * 1000
         rows = thread_table.where(cpu=s["cpu"])
-        assert rows["count"].sum() == footer["count"]  # the buckets and the overflow row
         inside = rows.filter(rows["lower_ns"] < 256_000)
         assert inside["lower_ns"].tolist() == (indexes[counts > 0] * 1000).tolist()
         assert np.all(inside["upper_ns"] - inside["lower_ns"] == 1000)
         assert rows["upper_ns"][-1] > s["max_ns"]  # the overflow row reaches the maximum
-        assert s["p50_ns"] == median_bucket_middle_ns(indexes, counts, footer["count"])
         # this emulated run overflowed more than 1% of its samples: p99 is not made up
         assert footer["over"] / footer["count"] > 0.01 and s["p99_ns"] is None
         _, _, irq = columns[f"IRQ-{s['cpu']:03d}"]
@@ -343,10 +350,7 @@ def test_rtla_osnoise_hist_maps_onto_the_detour_keys():
     table = imported.tables["osnoise_histogram"]
     for s in imported.summaries:
         indexes, counts, footer = columns[f"CPU-{s['cpu']:03d}"]
-        assert s["detours"] == footer["count"] and s["histogram_overflow"] == footer["over"]
-        assert (s["min_ns"], s["max_ns"]) == (footer["min"] * 1000, footer["max"] * 1000)
-        assert table.where(cpu=s["cpu"])["count"].sum() == footer["count"]
-        assert s["p50_ns"] == median_bucket_middle_ns(indexes, counts, footer["count"])
+        check_against_footer(s, "detours", table, indexes, counts, footer)
         assert s["threshold_ns"] is None and s["noise_pct"] is None  # rtla does not print them
     assert imported.parameters["histogram_limit_ns"] == 251_000  # last printed bucket: 250
 
