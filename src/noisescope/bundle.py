@@ -367,6 +367,14 @@ def _read_table(path: Path) -> Table:
 def check_destination(path: Path) -> None:
     """Fail early (before measuring) when `path` cannot receive a bundle. Leftovers
     of killed runs beside it are dealt with (leftovers.sweep) and reported on stderr."""
+    try:
+        _check_destination(path)
+    except OSError as error:  # a folder on the way this user may not enter
+        raise unwritable(path.parent, error) from None
+    leftovers.sweep(path.parent, salvage=False, reserved=path, say=_say)
+
+
+def _check_destination(path: Path) -> None:
     if path.is_symlink():
         target = os.readlink(path)
         dangling = "" if path.exists() else "dangling "
@@ -380,12 +388,8 @@ def check_destination(path: Path) -> None:
         raise UsageError(f"cannot write to {path}: directory {parent} does not exist",
                          "create it first or choose another -o")
     probe = parent / f".noisescope-write-test-{os.getpid()}"
-    try:
-        probe.mkdir()
-    except OSError as error:
-        raise unwritable(parent, error) from None
+    probe.mkdir()
     probe.rmdir()
-    leftovers.sweep(parent, salvage=False, reserved=path, say=_say)
 
 
 def _say(line: str) -> None:

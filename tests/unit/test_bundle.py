@@ -71,12 +71,30 @@ def test_destination_checks(tmp_path):
         check_destination(tmp_path / "file")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
 def test_destination_not_writable(tmp_path):
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    with pytest.raises(UsageError, match="cannot write"):
-        check_destination(locked / "b")
+    """Root may write anywhere: as root the check runs with the effective user
+    `nobody` (its capabilities dropped with it). The folder (0500) is one that
+    user may not even enter: still one line, not a PermissionError."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(dir="/tmp")) if os.geteuid() == 0 else tmp_path
+    try:
+        base.chmod(0o755)
+        locked = base / "locked"
+        locked.mkdir(mode=0o500)
+        if os.geteuid() == 0:
+            os.seteuid(65534)  # back below: the real and saved user stay root
+        try:
+            with pytest.raises(UsageError, match="cannot write"):
+                check_destination(locked / "b")
+        finally:
+            if os.getuid() == 0:
+                os.seteuid(0)
+    finally:
+        if base != tmp_path:
+            shutil.rmtree(base)
 
 
 def test_destination_on_read_only_filesystem():
