@@ -48,6 +48,9 @@ MEMORY_MB = 2048
 ISOLATION = "isolcpus=2,3 nohz_full=2,3"
 BOOT_ALLOWANCE_S = 120  # from QEMU's start to the guest's job
 STEP_GRACE_S = 60  # a step this far past its own limit: the guest has stopped
+# No line from the guest job for this long (it prints one every 30 s: four
+# missed): the guest froze. Kernel messages (RCU stall reports) do not count.
+SILENCE_S = 120
 WATCH_INTERVAL_S = 1
 # Modules a modular distribution kernel needs before it can mount the shared root.
 GUEST_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
@@ -321,7 +324,7 @@ sync; echo o > /proc/sysrq-trigger; sleep 30'
 
 
 def boot(kernel: Kernel, steps: list[Step], out: Path, *, isolation: str = ISOLATION,
-         append: str = "") -> GuestRun:
+         append: str = "", silence_s: float = SILENCE_S) -> GuestRun:
     """Boot `kernel`, run `steps` in order and power off; the results of
     every step that ran (also when a later one hangs the guest)."""
     reason = missing_tools()
@@ -343,7 +346,7 @@ def boot(kernel: Kernel, steps: list[Step], out: Path, *, isolation: str = ISOLA
         qemu = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         try:
-            stuck = _watch(qemu, console, steps)
+            stuck = _watch(qemu, console, steps, silence_s)
         finally:
             qemu.kill()
             qemu.wait()
@@ -359,19 +362,23 @@ def boot(kernel: Kernel, steps: list[Step], out: Path, *, isolation: str = ISOLA
     return run
 
 
-def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step]) -> str | None:
+def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step],
+           silence_s: float) -> str | None:
     """Wait for QEMU to exit; None, or what went wrong when the guest hangs:
-    it does not reach its job in BOOT_ALLOWANCE_S, or a step runs past its
-    own time limit by STEP_GRACE_S (the guest job kills a step at its limit,
-    so a step that overruns it means the guest itself stopped making progress)."""
+    it does not reach its job in BOOT_ALLOWANCE_S, its job prints nothing for
+    `silence_s` (the guest froze), or a step runs past its own time limit by
+    STEP_GRACE_S (the guest job kills a step at its limit, so a step that
+    overruns it means the guest itself stopped making progress)."""
     limits = {s.name: s.timeout_s for s in steps}
     began = time.monotonic()
-    current, since = None, began
+    current, since, heard = None, began, None
     seen = 0
     while qemu.poll() is None:
         time.sleep(WATCH_INTERVAL_S)
         text = console.read_text(errors="replace") if console.exists() else ""
         for line in text[seen:].splitlines():
+            if line.startswith("rig: "):
+                heard = time.monotonic()
             if match := re.match(r"rig: step (\S+) (starts|ended)", line):
                 current = match[1] if match[2] == "starts" else None
                 since = time.monotonic()
@@ -381,6 +388,9 @@ def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step]) -> str | No
         waited = time.monotonic() - since
         if current is None and "rig: job starts" not in text and waited > BOOT_ALLOWANCE_S:
             return f"did not reach its job within {BOOT_ALLOWANCE_S} s"
+        if heard is not None and time.monotonic() - heard > silence_s:
+            return (f"went silent in step {current}: no line from its job for "
+                    f"{silence_s:.0f} s")
         if current is not None and waited > limits.get(current, 0) + STEP_GRACE_S:
             return (f"hung in step {current}: no end after {waited:.0f} s (its limit is "
                     f"{limits.get(current, 0):.0f} s)")

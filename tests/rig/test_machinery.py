@@ -1,13 +1,14 @@
 """The rig itself fails cleanly: a command that hangs is killed at its limit
-and the next ones still run; a kernel that panics before the job gives one
-error with the console's tail, never a hung test suite."""
+and the next ones still run; a guest that goes silent is a hang found long
+before its step's limit; a kernel that panics before the job gives one error
+with the console's tail, never a hung test suite."""
 
 from __future__ import annotations
 
 import pytest
 
 from .conftest import available_kernel, boot_or_fail
-from .guest import RigError, Step, boot, rig_kernel
+from .guest import GuestHung, RigError, Step, boot, rig_kernel
 
 
 def test_a_hanging_command_is_killed_and_the_next_one_still_runs(tmp_path):
@@ -26,3 +27,14 @@ def test_a_kernel_that_panics_gives_one_error_with_the_console_tail(tmp_path):
     message = str(raised.value)
     assert "stopped before its job ended" in message
     assert "Kernel panic" in message  # the console's tail says why
+
+
+def test_a_guest_whose_job_goes_silent_is_a_hang_well_before_the_step_limit(tmp_path):
+    """The job stopped (as when the emulated CPUs freeze): no heartbeat, no
+    step end. Found after the silence allowance (45 s here, with the job's
+    30 s heartbeat), not after the step's 600 s limit."""
+    kernel = available_kernel(rig_kernel)
+    with pytest.raises(GuestHung) as raised:
+        boot(kernel, [Step("freezes", ("sh", "-c", "kill -STOP $PPID; sleep 600"),
+                           timeout_s=600)], tmp_path, silence_s=45)
+    assert "went silent in step freezes: no line from its job for 45 s" in str(raised.value)
