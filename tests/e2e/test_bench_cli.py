@@ -73,11 +73,12 @@ def test_injected_noise_on_the_workload_cpu_is_a_significant_slowdown(tmp_path, 
     assert shown.returncode == 0, shown.stderr
     rows = {(r["metric"], r["configuration"]): r for r in json.loads(shown.stdout)["rows"]}
     wall = rows[("wall_ns", "vm/noisy")]
-    user = rows[("user_ns", "vm/noisy")]
     cpu_time_change = (noisy.user_ns + noisy.sys_ns).mean() / (quiet.user_ns + quiet.sys_ns).mean()
     assert wall["significant"] and wall["verdict"] == "worse", wall
     assert 30 < wall["change"] < 400 and wall["ci_low"] > 10
-    assert abs(user["change"]) < wall["change"] / 2
+    # User and system time together: with tick-based accounting the kernel splits
+    # a task's CPU time by what the tick sampled, and a 1 kHz injector phase-locked
+    # with the tick can leave a noisy run no user sample at all (all of it "sys").
     assert abs(100 * (cpu_time_change - 1)) < wall["change"] / 2
     assert rows[("metric_sum", "vm/noisy")]["verdict"] == "not significant"  # same result
 

@@ -84,6 +84,7 @@ def boot_or_fail(kernel_of: Callable[[], Kernel], steps_of: Callable[[Path], lis
     except GuestHung as hang:
         warnings.warn(f"rig: booting again after a hang: {hang}", stacklevel=1)
         again = out / "again"
+        again.mkdir()  # steps_of may write into its folder (the rig compiles its workload there)
         try:
             return boot(kernel, steps_of(again), again)
         except GuestHung as second:

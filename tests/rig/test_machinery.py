@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from . import conftest
 from .conftest import available_kernel, boot_or_fail
 from .guest import GuestHung, RigError, Step, boot, rig_kernel
 
@@ -38,3 +39,29 @@ def test_a_guest_whose_job_goes_silent_is_a_hang_well_before_the_step_limit(tmp_
         boot(kernel, [Step("freezes", ("sh", "-c", "kill -STOP $PPID; sleep 600"),
                            timeout_s=600)], tmp_path, silence_s=45)
     assert "went silent in step freezes: no line from its job for 45 s" in str(raised.value)
+
+
+def test_a_guest_that_hung_boots_again_with_its_steps_prepared_in_a_fresh_folder(
+        tmp_path, monkeypatch):
+    """No emulator here: the first boot hangs, the second runs. The steps of
+    each boot are prepared in that boot's own folder, which exists by then (the
+    rig guest compiles its workload there)."""
+    boots = []
+
+    def fake_boot(kernel, steps, out):
+        boots.append((out, steps))
+        if len(boots) == 1:
+            raise GuestHung("froze at its first step")
+        return "the second run"
+
+    def steps_of(folder):
+        (folder / "prepared").write_text("yes")
+        return [Step(folder.name, ("true",))]
+
+    monkeypatch.setattr(conftest, "available_kernel", lambda kernel_of: "kernel")
+    monkeypatch.setattr(conftest, "boot", fake_boot)
+    with pytest.warns(UserWarning, match="booting again after a hang: froze at its first step"):
+        assert boot_or_fail(rig_kernel, steps_of, tmp_path) == "the second run"
+    assert [out for out, _ in boots] == [tmp_path, tmp_path / "again"]
+    assert (tmp_path / "again" / "prepared").read_text() == "yes"
+    assert boots[1][1] == [Step("again", ("true",))]
