@@ -25,7 +25,8 @@ import numpy as np
 
 import noisescope
 from noisescope.analysis.compare import compare
-from noisescope.bundle import SCHEMA_VERSION, Bundle
+from noisescope.bundle import Bundle
+from noisescope.manifest import SCHEMA_VERSION
 from noisescope.tables import Table
 
 

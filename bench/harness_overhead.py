@@ -23,8 +23,8 @@ import time
 
 from noisescope.clock import measurement_clock
 from noisescope.experiment import Configuration, Experiment, prepare, run_steps
+from noisescope.host import live_host_facts
 from noisescope.placement import Placement, ResolvedPlacement
-from noisescope.scan import live_host_facts
 from noisescope.trace.siblings import OccupancyOptions, SiblingRecorder
 from noisescope.trace.tracefs import TracingUnavailable
 from noisescope.workload import Runner, Workload

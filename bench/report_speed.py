@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from noisescope.analysis.spectrum import add_spectra, lost_time_series
-from noisescope.bundle import SCHEMA_VERSION, Bundle, tool_info
+from noisescope.bundle import Bundle
+from noisescope.host import live_host_facts
+from noisescope.manifest import new_manifest, utc_now
 from noisescope.probes.summary import detour_summary, ftq_summary, fwq_summary
-from noisescope.scan import live_host_facts, utc_now
 from noisescope.system import check_system
 from noisescope.tables import Table
 
@@ -98,22 +99,19 @@ def synthetic_bundle(minutes: int, cpus: int, seed: int = 1) -> Bundle:
                                                   1000, TICKS_PER_NS))
         summaries["ftq"].append(ftq_summary(stats, ftq["work"]))
         summaries["fwq"].append(fwq_summary(stats, fwq["duration_ns"]))
-    manifest = {
-        "schema_version": SCHEMA_VERSION, "kind": "scan", "tool": tool_info(),
-        "argv": ["bench/report_speed.py"], "label": f"synthetic {minutes} min",
-        "started_utc": utc_now(), "finished_utc": utc_now(), "complete": True,
-        "host": facts.to_dict(),
-        "clock": {"counter": "tsc", "ticks_per_second": TICKS_PER_NS * 1e9,
-                  "frequency_source": "kernel", "calibrated_ticks_per_second": None,
-                  "origin_ticks": 0, "origin_monotonic_raw_ns": 0, "origin_realtime_ns": 0},
-        "parameters": {"cpus": list(range(cpus)), "duration_ns": total,
-                       "probes": ["detour", "ftq", "fwq"], "threshold_ns": 1000, "priority": 0,
-                       "quantum_ns": quantum, "injections": [],
-                       "schedule": {"runtime_ns": SECOND, "period_ns": SECOND,
-                                    "windows": len(starts), "last_runtime_ns": SECOND}},
-        "summaries": summaries, "warnings": [],
-        "system": check_system("/", tuple(range(cpus)), facts).to_list(), "tables": {},
-    }
+    manifest = new_manifest(
+        "scan", label=f"synthetic {minutes} min", started_utc=utc_now(), complete=True,
+        argv=["bench/report_speed.py"], host=facts.to_dict(),
+        clock={"counter": "tsc", "ticks_per_second": TICKS_PER_NS * 1e9,
+               "frequency_source": "kernel", "calibrated_ticks_per_second": None,
+               "origin_ticks": 0, "origin_monotonic_raw_ns": 0, "origin_realtime_ns": 0},
+        parameters={"cpus": list(range(cpus)), "duration_ns": total,
+                    "probes": ["detour", "ftq", "fwq"], "threshold_ns": 1000, "priority": 0,
+                    "quantum_ns": quantum, "injections": [],
+                    "schedule": {"runtime_ns": SECOND, "period_ns": SECOND,
+                                 "windows": len(starts), "last_runtime_ns": SECOND}},
+        summaries=summaries, warnings=[],
+        system=check_system("/", tuple(range(cpus)), facts).to_list())
     return Bundle(manifest, {name: Table.concat(parts) for name, parts in tables.items()})
 
 

@@ -23,7 +23,7 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session")
 def live_facts():
-    from noisescope.scan import live_host_facts
+    from noisescope.host import live_host_facts
 
     return live_host_facts()
 

@@ -21,43 +21,31 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__, interrupts, leftovers
+from . import interrupts, leftovers
 from .clock import MeasurementClock
 from .diagnostics import Code, Diagnostic
 from .errors import UsageError, unwritable
 from .host import HostFacts
+from .manifest import SCHEMA_VERSION, Manifest
 from .memory import release_free_memory
 from .tables import ParkedTable, StoredTable, Table
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
-SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
 
 
-def tool_info() -> dict:
-    return {"name": "noisescope", "version": __version__}
-
-
-def utc_now() -> str:
-    """Manifest timestamps: UTC, microseconds, 'Z'."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def manifest_head(kind: str, *, label: str | None, started_utc: str, argv: list[str] | None,
-                  complete: bool) -> dict:
-    """The fields every manifest starts with (finished now)."""
-    import sys
-
-    return {"schema_version": SCHEMA_VERSION, "kind": kind, "tool": tool_info(),
-            "argv": list(argv if argv is not None else sys.argv), "label": label,
-            "started_utc": started_utc, "finished_utc": utc_now(), "complete": complete}
+def default_output(facts: HostFacts) -> str:
+    """Where a measurement goes when no -o is given: named for the host and the time."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"noisescope-{facts.hostname or 'host'}-{stamp}"
 
 
 class Bundle:
-    """A measurement in memory: the manifest (a dict) and named Tables."""
+    """A measurement in memory: the manifest (a typed dict, see manifest.py) and
+    named Tables."""
 
-    def __init__(self, manifest: dict, tables: dict[str, Table | StoredTable] | None = None,
+    def __init__(self, manifest: Manifest, tables: dict[str, Table | StoredTable] | None = None,
                  path: Path | None = None):
         self.manifest = manifest
         self.path = path

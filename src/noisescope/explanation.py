@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bundle import Bundle, load
-from .errors import UsageError
+from .errors import UsageError, option
 from .tables import Table
 from .trace import event_source, explain_detours
 from .trace.explain import attribution_summary
@@ -54,10 +54,11 @@ def explain(bundle: Bundle | str | os.PathLike[str], *, cpus: str | Sequence[int
                          f"detour nor the timerlat probe ran while tracing)",
                          "scan with --probes detour or --probes timerlat")
     if trace_threshold is not None and not has_wakeups:
-        raise UsageError(f"--trace-threshold explains timer wakeups, and {bundle.name} has none",
+        raise UsageError(f"{option('trace_threshold')} explains timer wakeups, and {bundle.name} "
+                         f"has none",
                          "use it with bundles of noisescope timerlat or scan --probes timerlat")
     if worst < 0:
-        raise UsageError("--worst must be 0 or more", "e.g. --worst 5")
+        raise UsageError(f"{option('worst')} must be 0 or more", f"e.g. {option('worst', '5')}")
     wanted = _cpus(cpus)
     measured = bundle.parameters["cpus"]
     if wanted is not None and not set(wanted) & set(measured):
@@ -65,7 +66,7 @@ def explain(bundle: Bundle | str | os.PathLike[str], *, cpus: str | Sequence[int
                          f"{cpus if isinstance(cpus, str) else format_cpu_list(wanted)}",
                          f"it measured CPUs {','.join(map(str, measured))}")
     if osnoise and not has_detours:
-        raise UsageError(f"--osnoise explains detours, and {bundle.name} has none",
+        raise UsageError(f"{option('osnoise')} explains detours, and {bundle.name} has none",
                          "use it with bundles of noisescope scan --probes detour --osnoise on")
     detours = late = None
     if has_detours:
@@ -98,11 +99,12 @@ def _late_wakeup_rows(bundle: Bundle, trace: EventSource, cpus: list[int] | None
     if threshold is None:
         if not bundle.has_table("late_wakeup_causes"):
             raise UsageError(f"{bundle.name} has no explained late wakeups",
-                             "give --trace-threshold, e.g. --trace-threshold 50us")
+                             f"give {option('trace_threshold')}, e.g. "
+                             f"{option('trace_threshold', '50us')}")
         stored = bundle.summaries["late_wakeups"][0]["threshold_ns"]
         return wakeup_summary(_only(bundle.late_wakeups, cpus), _only(bundle.late_wakeup_causes, cpus),
                               trace, [s["cpu"] for s in summaries], stored, worst)
     threshold_ns = (threshold if isinstance(threshold, int)
-                    else parse_duration(threshold, what="--trace-threshold", default_unit="us"))
+                    else parse_duration(threshold, what=option("trace_threshold"), default_unit="us"))
     return explain_late_wakeups(_only(bundle.timerlat, cpus), threshold_ns, summaries, trace,
                                 bundle.trace_coverage, worst).summary

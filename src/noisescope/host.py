@@ -119,9 +119,43 @@ class HostFacts:
         known["virtualization"] = Virtualization(**virt)
         return cls(**known)
 
+    # The CPU sets as integer tuples. The fields keep the kernel's list text, as
+    # the manifest records it (readable, and what `system show` quotes); callers
+    # read these views and never parse that text themselves.
     @property
     def online(self) -> tuple[int, ...]:
-        return parse_cpu_list(self.online_cpus) if self.online_cpus else ()
+        return _cpus(self.online_cpus)
+
+    @property
+    def isolated(self) -> tuple[int, ...]:
+        return _cpus(self.isolated_cpus)
+
+    @property
+    def nohz_full(self) -> tuple[int, ...]:
+        return _cpus(self.nohz_full_cpus)
+
+    @property
+    def sibling_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The hardware threads of each core, one tuple per core."""
+        return tuple(_cpus(group) for group in self.smt_siblings)
+
+    @property
+    def node_cpus(self) -> dict[int, tuple[int, ...]]:
+        """NUMA node -> its online CPUs, by node number."""
+        return _numbered_cpus(self.numa_nodes)
+
+    @property
+    def package_cpus(self) -> dict[int, tuple[int, ...]]:
+        """Socket -> its online CPUs, by socket number."""
+        return _numbered_cpus(self.packages)
+
+
+def _cpus(text: str) -> tuple[int, ...]:
+    return parse_cpu_list(text) if text else ()
+
+
+def _numbered_cpus(groups: dict[str, str]) -> dict[int, tuple[int, ...]]:
+    return {int(key): _cpus(cpus) for key, cpus in sorted(groups.items(), key=lambda g: int(g[0]))}
 
 
 def parse_cmdline(cmdline: str) -> dict[str, str]:
@@ -224,6 +258,13 @@ def _topology(host: HostRoot, cpus: tuple[int, ...]) -> tuple[dict[str, str], in
     return package_cpus, len(cores), sorted(siblings, key=lambda g: parse_cpu_list(g)[0])
 
 
+def _kernel_cpu_mask(text: str | None) -> str:
+    """A CPU list from sysfs; '' where the kernel has no mask at all: a kernel
+    with CONFIG_CPUMASK_OFFSTACK (Debian, Ubuntu) prints an unallocated mask,
+    such as nohz_full without nohz_full=, as "(null)"."""
+    return "" if not text or text == "(null)" else text
+
+
 def _numa_nodes(host: HostRoot) -> dict[str, str]:
     nodes = {}
     for entry in host.listdir("/sys/devices/system/node"):
@@ -293,8 +334,8 @@ def read_host_facts(root: str | os.PathLike[str] = "/", *,
         smt_control=host.text("/sys/devices/system/cpu/smt/control"),
         smt_siblings=siblings,
         numa_nodes=_numa_nodes(host),
-        isolated_cpus=host.text("/sys/devices/system/cpu/isolated") or "",
-        nohz_full_cpus=host.text("/sys/devices/system/cpu/nohz_full") or "",
+        isolated_cpus=_kernel_cpu_mask(host.text("/sys/devices/system/cpu/isolated")),
+        nohz_full_cpus=_kernel_cpu_mask(host.text("/sys/devices/system/cpu/nohz_full")),
         clocksource=host.text(f"{clocksource_dir}/current_clocksource"),
         available_clocksources=(host.text(f"{clocksource_dir}/available_clocksource") or "").split(),
         tsc_flags=sorted(f for f in flags if "tsc" in f),
@@ -380,6 +421,11 @@ def cpuid_hypervisor_signature() -> str | None:
     return text if text.strip() and text.isprintable() else None
 
 
+def live_host_facts() -> HostFacts:
+    """This machine's facts, as a measurement records them."""
+    return read_host_facts("/", cpuid_signature=cpuid_hypervisor_signature())
+
+
 def usable_cpus(facts: HostFacts) -> tuple[int, ...]:
     """The online CPUs a thread of this process may be pinned to: those of its
     cpuset. That is wider than its affinity where `isolcpus=` took the isolated
@@ -409,7 +455,7 @@ def default_cpus(facts: HostFacts) -> tuple[int, ...]:
     leaves out the isolated CPUs is the boot default, not a choice."""
     usable = usable_cpus(facts)
     affinity = set(os.sched_getaffinity(0)) & set(usable)
-    isolated = set(parse_cpu_list(facts.isolated_cpus)) if facts.isolated_cpus else set()
+    isolated = set(facts.isolated)
     if affinity in (set(usable), set(usable) - isolated):
         return usable
     return tuple(sorted(affinity))

@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from .errors import UsageError
+from .errors import UsageError, option
 from .host import HostFacts, check_cpus, default_cpus
 from .privileges import can_use_fifo
-from .units import format_cpu_list, parse_cpu_list
+from .units import format_cpu_list
 
 LAYOUTS = ("packed", "spread")
 
@@ -41,7 +41,8 @@ class Placement:
     def __post_init__(self) -> None:
         if self.cpus is not None and self.ncpus is not None:
             raise UsageError("give either cpus (a CPU list) or ncpus (a number of CPUs), not both",
-                             "e.g. --cpus 0-3, or --ncpus 4 --layout spread")
+                             f"e.g. {option('cpus', '0-3')}, or {option('ncpus', '4')} "
+                             f"{option('layout', 'spread')}")
         if self.layout not in LAYOUTS:
             raise UsageError(f"unknown layout {self.layout!r}", "use packed or spread")
         if self.ncpus is not None and self.ncpus <= 0:
@@ -114,20 +115,16 @@ def domains(facts: HostFacts) -> list[tuple[int, ...]]:
     several, else sockets, else one group. Within a group one thread of
     every core comes before the second threads (SMT siblings)."""
     if len(facts.numa_nodes) > 1:
-        groups = [parse_cpu_list(c) for _, c in sorted(facts.numa_nodes.items(), key=_numeric)]
+        groups = list(facts.node_cpus.values())
     elif len(facts.packages) > 1:
-        groups = [parse_cpu_list(c) for _, c in sorted(facts.packages.items(), key=_numeric)]
+        groups = list(facts.package_cpus.values())
     else:
         groups = [facts.online]
     thread_rank = {}
-    for siblings in facts.smt_siblings:
-        for rank, cpu in enumerate(parse_cpu_list(siblings)):
+    for siblings in facts.sibling_groups:
+        for rank, cpu in enumerate(siblings):
             thread_rank[cpu] = rank
     return [tuple(sorted(g, key=lambda c: (thread_rank.get(c, 0), c))) for g in groups]
-
-
-def _numeric(item: tuple[str, str]) -> int:
-    return int(item[0]) if item[0].isdigit() else 0
 
 
 def choose_cpus(ncpus: int, layout: str, groups: list[tuple[int, ...]],
@@ -136,7 +133,7 @@ def choose_cpus(ncpus: int, layout: str, groups: list[tuple[int, ...]],
     available = sum(len(g) for g in groups)
     if ncpus > available:
         raise UsageError(f"{ncpus} CPUs requested but only {available} are online and allowed",
-                         f"use --ncpus {available} or fewer")
+                         f"use {option('ncpus', str(available))} or fewer")
     if layout == "packed":
         ordered = [c for g in groups for c in g]
     else:
@@ -159,7 +156,8 @@ def resolve(placement: Placement, facts: HostFacts) -> ResolvedPlacement:
         cpus = None
     if placement.fifo_priority and not can_use_fifo(placement.fifo_priority):
         raise UsageError(f"SCHED_FIFO priority {placement.fifo_priority} is not permitted for "
-                         f"this process", "run as root (or with CAP_SYS_NICE) or drop --fifo")
+                         f"this process", f"run as root (or with CAP_SYS_NICE) or drop "
+                         f"{option('fifo_priority')}")
     if placement.core_scheduling:
         check_core_scheduling()
     return ResolvedPlacement(cpus, placement.fifo_priority, placement.core_scheduling, note)

@@ -11,31 +11,29 @@ events table. Whatever comes, what was measured is written.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
 from . import interrupts, prechecks
 from .analysis.groundtruth import match_probe_injections
 from .analysis.spectrum import bundle_spectra, store_spectra
-from .bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
+from .bundle import Bundle
 from .clock import MeasurementClock, measurement_clock
 from .diagnostics import Code, Diagnostic
-from .errors import UsageError
+from .errors import UsageError, option
 from .host import (
     HostFacts,
     check_cpus,
-    cpuid_hypervisor_signature,
     estimate_hz,
-    read_host_facts,
+    live_host_facts,
     read_interrupts,
 )
+from .manifest import new_manifest, utc_now
 from .memory import available_kib
-from .privileges import can_use_fifo, is_root, memory_locked
+from .privileges import is_root, memory_locked
 from .probes import (
     DEFAULT_PROBES,
     REGISTRY,
@@ -52,10 +50,8 @@ from .system import check_system
 from .tables import Table
 from .trace.scanning import ScanTracing, TraceOptions
 from .trace.session import check_buffer_kb
-from .units import format_cpu_list, format_duration, format_size_kib, parse_cpu_list
+from .units import SECOND, format_duration, format_size_kib
 
-SECOND = 1_000_000_000
-SHORT_MEASUREMENT_NS = 5 * SECOND
 DEFAULT_RT_PRIORITY = 95
 # Every probe stores a sample (and a window) as two uint64 values.
 SAMPLE_BYTES = 16
@@ -135,30 +131,15 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
         raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'}",
                          f"choose from {','.join(REGISTRY)}")
     notes: list[Diagnostic] = []
-    privileges = {"root": "yes" if is_root() else "no"}
-    priority = 0
-    if options.rt:
-        if can_use_fifo(options.priority):
-            priority = options.priority
-            privileges["rt"] = f"SCHED_FIFO priority {priority}"
-        else:
-            privileges["rt"] = "skipped: SCHED_FIFO not permitted (needs root or CAP_SYS_NICE)"
-            notes.append(Diagnostic(Code.PRIVILEGES, f"SCHED_FIFO priority {options.priority} "
-                                    f"skipped (not permitted); sampling at normal priority"))
-    else:
-        privileges["rt"] = "not requested"
-    isolated = set(parse_cpu_list(facts.isolated_cpus)) if facts.isolated_cpus else set()
-    nohz = set(parse_cpu_list(facts.nohz_full_cpus)) if facts.nohz_full_cpus else set()
-    shared = [c for c in cpus if c not in isolated or c not in nohz]
-    if shared:
-        notes.append(Diagnostic(Code.CPU_NOT_ISOLATED,
-                                f"CPUs {format_cpu_list(shared)} are not isolated "
-                                f"(isolcpus/nohz_full): the result includes housekeeping noise"))
+    priority, rt = prechecks.sampler_priority(options.priority, options.rt)
+    privileges = {"root": "yes" if is_root() else "no", "rt": rt}
+    if options.rt and not priority:
+        notes.append(Diagnostic(Code.PRIVILEGES, f"SCHED_FIFO priority {options.priority} "
+                                f"skipped (not permitted); sampling at normal priority"))
+    notes += prechecks.not_isolated(facts, cpus)
     notes += prechecks.frequency_scaling(facts, cpus, "measured CPUs",
                                          "the work per quantum can change with the clock speed")
-    if options.duration_ns < SHORT_MEASUREMENT_NS:
-        notes.append(Diagnostic(Code.TOO_SHORT,
-                                f"each probe measures only {format_duration(options.duration_ns)}"))
+    notes += prechecks.too_short(options.duration_ns)
     return ScanPlan(cpus, priority, privileges, notes)
 
 
@@ -180,17 +161,8 @@ def check_buffers(options: ScanOptions, schedule: WindowSchedule, ncpus: int,
                 f"({samples:,} per CPU for {format_duration(options.duration_ns)} on {ncpus} "
                 f"CPU{'s' if ncpus != 1 else ''}), more than {BUFFER_MEMORY_SHARE:.0%} of the "
                 f"available {format_size_kib(available)}",
-                "measure for less time, on fewer CPUs (--cpus), or with longer windows "
-                "(--runtime) and quanta (--quantum)")
-
-
-def default_output(facts: HostFacts) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"noisescope-{facts.hostname or 'host'}-{stamp}"
-
-
-def live_host_facts() -> HostFacts:
-    return read_host_facts("/", cpuid_signature=cpuid_hypervisor_signature())
+                f"measure for less time, on fewer CPUs ({option('cpus')}), or with longer windows "
+                f"({option('runtime_ns')}) and quanta ({option('quantum_ns')})")
 
 
 def _hz_estimate(before, after, elapsed_ns: int, cpus: tuple[int, ...],
@@ -395,22 +367,9 @@ def build_bundle(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts,
         "schedule": schedule.to_dict(),
         **manifest_constants(),
     }
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": kind,
-        "tool": tool_info(),
-        "argv": list(argv if argv is not None else sys.argv),
-        "label": options.label,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "complete": complete,
-        "host": facts.to_dict(),
-        "clock": clock.to_dict(),
-        "parameters": parameters,
-        "privileges": scan_plan.privileges,
-        "summaries": summaries,
-        "trace": trace,
-        "warnings": [d.to_dict() for d in diagnostics],
-        "tables": {},
-    }
+    manifest = new_manifest(
+        kind, label=options.label, started_utc=started, argv=argv, complete=complete,
+        host=facts.to_dict(), clock=clock.to_dict(), parameters=parameters,
+        privileges=scan_plan.privileges, summaries=summaries, trace=trace,
+        warnings=[d.to_dict() for d in diagnostics])
     return Bundle(manifest, merged)

@@ -37,7 +37,7 @@ def check_switchable(facts: HostFacts) -> None:
 
 def first_threads(facts: HostFacts) -> tuple[int, ...]:
     """The CPUs that stay online with SMT off: the first thread of each core."""
-    later = {cpu for group in facts.smt_siblings for cpu in parse_cpu_list(group)[1:]}
+    later = {cpu for group in facts.sibling_groups for cpu in group[1:]}
     return tuple(c for c in facts.online if c not in later)
 
 

@@ -160,15 +160,15 @@ def _smt(m: Machine) -> Finding:
     if control != "on" or active == "0":
         return ok(f"SMT {control or 'not reported'}")
     measured = set(m.cpus)
-    quiet = measured & m.cpu_set(m.facts.isolated_cpus)
+    quiet = measured & set(m.facts.isolated)
     # a core whose other thread may run housekeeping work shares it with the measurement
-    exposed = [g for g in m.facts.smt_siblings
-               if set(parse_cpu_list(g)) & measured and not set(parse_cpu_list(g)) <= quiet]
+    exposed = [g for g in m.facts.sibling_groups if set(g) & measured and not set(g) <= quiet]
     if not exposed:
         return ok("SMT is on; the siblings of the measured CPUs are measured and isolated too")
     return advice(
         f"SMT is on and {len(exposed)} cores hold a measured CPU beside one that runs other work "
-        f"(e.g. {', '.join(exposed[:3])}): work on the sibling thread slows the measured CPU down",
+        f"(e.g. {', '.join(format_cpu_list(g) for g in exposed[:3])}): work on the sibling "
+        "thread slows the measured CPU down",
         "isolate the siblings of measured CPUs too and keep them idle, or boot with nosmt",
     )
 
@@ -275,7 +275,7 @@ def _transparent_hugepages(m: Machine) -> Finding:
 
 def _timer_tick(m: Machine) -> Finding:
     hz = m.facts.config_hz
-    nohz = m.cpu_set(m.facts.nohz_full_cpus)
+    nohz = set(m.facts.nohz_full)
     if hz is None:
         return ok("CONFIG_HZ unknown (no /proc/config.gz or /boot/config-*)")
     if not m.not_in(nohz):
@@ -360,8 +360,7 @@ CHECKS: dict[str, Callable[[Machine], Finding]] = {
 
 def default_cpus(facts: HostFacts) -> tuple[int, ...]:
     """The CPUs one would measure: the isolated ones, or else all online CPUs."""
-    isolated = parse_cpu_list(facts.isolated_cpus) if facts.isolated_cpus else ()
-    return isolated or facts.online
+    return facts.isolated or facts.online
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .bundle import Bundle, check_destination
-from .errors import UsageError
-from .host import HostFacts
+from .errors import UsageError, option
+from .host import HostFacts, live_host_facts
 from .pmqos import MAX_US as MAX_DMA_LATENCY_US
 from .pmqos import cpu_latency_request
 from .probes import timerlat as timerlat_probe
-from .scan import DEFAULT_RT_PRIORITY, ScanOptions, ScanProgress, live_host_facts, scan
+from .scan import DEFAULT_RT_PRIORITY, ScanOptions, ScanProgress, scan
 from .trace.scanning import TraceOptions
 from .trace.wakeups import DEFAULT_THRESHOLD_NS
-from .units import MAX_DURATION_NS, format_duration
+from .units import MAX_DURATION_NS, SECOND, format_duration
 
-SECOND = 1_000_000_000
 DEFAULT_DURATION_NS = 10 * SECOND
 
 
@@ -50,23 +49,27 @@ class TimerlatOptions:
             raise UsageError(f"priority {self.priority} is out of range",
                              "use 1-99 for SCHED_FIFO, or 0 for normal scheduling")
         if self.loops is not None and self.duration_ns is not None:
-            raise UsageError("--loops and --duration both given", "give one of them")
+            raise UsageError(f"{option('loops')} and {option('duration_ns')} both given",
+                             "give one of them")
         if self.loops is not None and self.loops <= 0:
-            raise UsageError(f"--loops must be greater than zero, got {self.loops}",
-                             "e.g. --loops 10000")
+            raise UsageError(f"{option('loops')} must be greater than zero, got {self.loops}",
+                             f"e.g. {option('loops', '10000')}")
         if self.dma_latency_us is not None and not 0 <= self.dma_latency_us <= MAX_DMA_LATENCY_US:
-            raise UsageError(f"--dma-latency must be 0 to {MAX_DMA_LATENCY_US} us (the kernel's "
+            raise UsageError(f"{option('dma_latency_us')} must be 0 to {MAX_DMA_LATENCY_US} us "
+                             f"(the kernel's "
                              f"default, no bound), got {self.dma_latency_us}",
-                             "e.g. --dma-latency 0 (as cyclictest does)")
+                             f"e.g. {option('dma_latency_us', '0')} (as cyclictest does)")
         if self.trace_threshold_ns < 0:
-            raise UsageError(f"--trace-threshold must not be negative, got {self.trace_threshold_ns} ns",
-                             "e.g. --trace-threshold 50us")
+            raise UsageError(f"{option('trace_threshold_ns')} must not be negative, got "
+                             f"{self.trace_threshold_ns} ns",
+                             f"e.g. {option('trace_threshold_ns', '50us')}")
         timerlat_probe.check_interval(self.interval_ns)
         timerlat_probe.check_histogram(self.histogram_ns)
         if self.measured_ns > MAX_DURATION_NS:
-            raise UsageError(f"--loops {self.loops} at an interval of "
+            raise UsageError(f"{option('loops', str(self.loops))} at an interval of "
                              f"{format_duration(self.interval_ns)} would run longer than 366 days",
-                             f"give at most --loops {MAX_DURATION_NS // self.interval_ns}")
+                             f"give at most "
+                             f"{option('loops', str(MAX_DURATION_NS // self.interval_ns))}")
 
     @property
     def measured_ns(self) -> int:

@@ -27,6 +27,7 @@ _DURATION_UNITS = {
 }
 _RATE_UNITS = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 MAX_RATE_HZ = 1e9  # a period of one nanosecond
+SECOND = 1_000_000_000  # ns
 # The longest duration any option takes: longer runs are not what a noise tool
 # measures in one go, and every time stays far inside int64 nanoseconds.
 MAX_DURATION_NS = 366 * 24 * 3_600_000_000_000

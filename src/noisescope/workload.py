@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import _native
-from .errors import UsageError
+from .errors import UsageError, option
 from .placement import ResolvedPlacement
 
 BETTER = ("higher", "lower")
@@ -109,8 +109,8 @@ class Workload:
         if not self.argv or not self.argv[0].strip():
             raise UsageError(f"workload {self.name!r} has no command", "e.g. -- make -j2")
         if self.shell and len(self.argv) != 1:
-            raise UsageError("with --shell give the command as one string",
-                             "e.g. --shell -- 'make -j2 && ./a.out'")
+            raise UsageError(f"with {option('shell')} give the command as one string",
+                             f"e.g. {option('shell')} -- 'make -j2 && ./a.out'")
         names = [m.name for m in self.metrics]
         if len(set(names)) != len(names):
             raise UsageError(f"workload {self.name!r} declares a metric twice", "rename one")

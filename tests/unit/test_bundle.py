@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 import noisescope
-from noisescope.bundle import SCHEMA_VERSION, Bundle, check_destination
+from noisescope.bundle import Bundle, check_destination
 from noisescope.errors import UsageError
+from noisescope.manifest import SCHEMA_VERSION
 from noisescope.tables import Table
 
 

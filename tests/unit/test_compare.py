@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from noisescope.analysis.compare import compare
-from noisescope.bundle import SCHEMA_VERSION, Bundle
+from noisescope.bundle import Bundle
 from noisescope.errors import UsageError
+from noisescope.manifest import SCHEMA_VERSION
 from noisescope.render.compare import markdown, to_csv, to_json
 from noisescope.tables import Table
 

@@ -8,10 +8,11 @@ import pytest
 
 from noisescope.analysis import fleet
 from noisescope.analysis.compare import compare
-from noisescope.bundle import SCHEMA_VERSION, Bundle
+from noisescope.bundle import Bundle
 from noisescope.cluster.cpus import assign_cpus, own_injections
 from noisescope.cluster.mpi import Placement
 from noisescope.errors import UsageError
+from noisescope.manifest import SCHEMA_VERSION
 from noisescope.probes import Injection
 from noisescope.tables import Table
 

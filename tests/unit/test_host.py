@@ -1,3 +1,5 @@
+import shutil
+
 from noisescope.host import (
     HostRoot,
     estimate_hz,
@@ -90,3 +92,24 @@ def test_preemption_from_debugfs(tmp_path):
     path.mkdir(parents=True)
     (path / "preempt").write_text("none voluntary (full) lazy\n")
     assert preemption_model(HostRoot(tmp_path), {}, {}, "") == "full"
+
+
+def test_cpu_sets_read_as_integer_tuples():
+    facts = read_host_facts(HOSTS / "tuned-node")
+    assert facts.isolated == (2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15)
+    assert facts.sibling_groups[0] == (0, 8) and len(facts.sibling_groups) == 8
+    assert facts.node_cpus == {0: (0, 1, 2, 3, 8, 9, 10, 11), 1: (4, 5, 6, 7, 12, 13, 14, 15)}
+    laptop = read_host_facts(HOSTS / "laptop")
+    assert laptop.isolated == () and laptop.nohz_full == ()
+
+
+def test_a_kernel_without_a_nohz_full_mask_has_no_nohz_full_cpus(tmp_path):
+    """Kernels built with CONFIG_CPUMASK_OFFSTACK (Debian's, Ubuntu's) print
+    an unallocated mask as "(null)": nohz_full without nohz_full= on the
+    command line. That is no CPU, not a CPU list to refuse."""
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "laptop", root)
+    (root / "sys/devices/system/cpu/nohz_full").write_text("(null)\n")
+    facts = read_host_facts(root)
+    assert facts.nohz_full_cpus == "" and facts.nohz_full == ()
+    assert facts.online == (0, 1, 2, 3, 4, 5, 6, 7)

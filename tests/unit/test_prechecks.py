@@ -1,5 +1,6 @@
-"""Pre-run checks shared by the commands: the injectors' priority and the
-frequency-scaling warning, as scan and bench/run see them."""
+"""Pre-run checks shared by the commands: the injectors' and samplers' FIFO
+priority, the frequency-scaling, isolation and too-short warnings, as scan and
+bench/run see them."""
 
 from __future__ import annotations
 
@@ -65,3 +66,32 @@ def test_injectors_run_at_the_top_fifo_priority_where_permitted(monkeypatch):
     assert prepared.injector_priority == 0
     assert any(d.code == Code.PRIVILEGES and "injectors run at normal priority" in d.message
                for d in prepared.diagnostics)
+
+
+def test_samplers_get_the_requested_fifo_priority_only_where_permitted(monkeypatch):
+    monkeypatch.setattr(prechecks, "can_use_fifo", lambda priority: priority <= 50)
+    assert prechecks.sampler_priority(40, rt=True) == (40, "SCHED_FIFO priority 40")
+    assert prechecks.sampler_priority(80, rt=True) == (
+        0, "skipped: SCHED_FIFO not permitted (needs root or CAP_SYS_NICE)")
+    assert prechecks.sampler_priority(40, rt=False) == (0, "not requested")
+    # scan: the refused priority is also a warning
+    refused = plan(ScanOptions(cpus=(0,), probes=("detour",), rt=True, priority=80),
+                   read_host_facts(HOSTS / "laptop"))
+    assert refused.priority == 0 and any(
+        d.code == Code.PRIVILEGES and "priority 80 skipped" in d.message
+        for d in refused.diagnostics)
+
+
+def test_only_cpus_both_isolated_and_nohz_full_count_as_isolated():
+    tuned = read_host_facts(HOSTS / "tuned-node")  # isolcpus and nohz_full 2-7,10-15
+    assert prechecks.not_isolated(tuned, [2, 3, 10]) == []
+    [shared] = prechecks.not_isolated(tuned, [0, 2, 8, 9])
+    assert shared.code == Code.CPU_NOT_ISOLATED and shared.message.startswith("CPUs 0,8-9 ")
+    half = replace(tuned, nohz_full_cpus="2-3")
+    assert "CPUs 4 " in prechecks.not_isolated(half, [2, 4])[0].message
+
+
+def test_a_measurement_under_five_seconds_per_probe_is_too_short():
+    assert prechecks.too_short(5 * 10**9) == []
+    [short] = prechecks.too_short(2 * 10**9)
+    assert short.code == Code.TOO_SHORT and short.message == "each probe measures only 2 s"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from noisescope import probes
-from noisescope.errors import UsageError
+from noisescope.errors import UsageError, option
 from noisescope.probes.base import CpuRun, Probe
 from noisescope.scan import ScanOptions, scan
 from noisescope.tables import Table
@@ -39,7 +39,7 @@ class IdleProbe(Probe):
 
     def check_duration(self, settings: IdleSettings, duration_ns: int) -> None:
         if duration_ns < 2 * RUNTIME_NS:
-            raise UsageError("too short to sleep twice", "use a longer --duration")
+            raise UsageError("too short to sleep twice", f"use a longer {option('duration_ns')}")
 
     def capacity(self, settings, schedule, ncpus: int) -> int:
         return 0  # no samples, only windows

@@ -7,9 +7,9 @@ import json
 import pytest
 
 import noisescope
-from noisescope.bundle import SCHEMA_VERSION
 from noisescope.errors import UsageError
 from noisescope.host import read_host_facts
+from noisescope.manifest import SCHEMA_VERSION
 from noisescope.render.terminal import detour_table, hourglass_table
 
 from ..conftest import HOSTS

@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..bundle import SCHEMA_VERSION, Bundle
+from ..bundle import Bundle
 from ..diagnostics import Code, Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
+from ..manifest import SCHEMA_VERSION
 from .shift import RankTest, Shift, hodges_lehmann, rank_tests
 
 ALPHA = 0.05
@@ -434,7 +435,7 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
     if not bundles:
         raise UsageError("nothing to compare", "give bundle directories, e.g. compare a/ b/")
     if not 0 < alpha < 1:
-        raise UsageError("alpha must lie between 0 and 1", "e.g. --alpha 0.05")
+        raise UsageError("alpha must lie between 0 and 1", f"e.g. {option('alpha', '0.05')}")
     selection = MetricSelection(metrics)
     obs = _Observations()
     notes: list[Diagnostic] = []

@@ -6,10 +6,11 @@ import os
 
 import click
 
+from ..bundle import default_output
 from ..experiment import Configuration, Experiment, measure
+from ..host import live_host_facts
 from ..placement import LAYOUTS, Placement
 from ..probes import Injection
-from ..scan import default_output, live_host_facts
 from ..smt import SETTINGS as SMT_SETTINGS
 from ..units import parse_cpu_list, parse_positive_duration
 from ..workload import Metric, Workload

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..bundle import MANIFEST, Bundle, load
-from ..errors import UsageError
+from ..errors import UsageError, unit_free
 from ..render.terminal import print_bundle
 from ..render.text import SafeConsole
 from ..trace.siblings import OccupancyOptions
@@ -22,6 +22,18 @@ PIPE_WIDTH = 120
 stdout = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else PIPE_WIDTH)
 stderr = SafeConsole(stderr=True, highlight=False,
                      width=None if sys.stderr.isatty() else PIPE_WIDTH)
+
+
+# Library options whose flag is not their name without its unit (see flag()).
+_FLAGS = {"buffer_kb": "--trace-buffer", "fifo_priority": "--fifo", "message_bytes": "--bytes",
+          "output": "-o", "replace": "--force"}
+
+
+def flag(name: str, example: str | None = None) -> str:
+    """A library option (errors.option) as the command line spells it:
+    duration_ns -> --duration, with its example value after it."""
+    spelled = _FLAGS.get(name) or "--" + unit_free(name).replace("_", "-")
+    return spelled if example is None else f"{spelled} {example}"
 
 
 def plain_stdout() -> None:

@@ -21,7 +21,7 @@ import click
 from .. import __version__, interrupts
 from ..errors import UsageError
 from ..render.text import visible
-from .common import EXIT_INTERRUPTED, EXIT_USAGE, refuse_empty_values
+from .common import EXIT_INTERRUPTED, EXIT_USAGE, flag, refuse_empty_values
 
 # Each command's module, imported only when that command runs: a scan does not
 # carry the libraries of compare, predict or cluster (about 5 MB of memory).
@@ -85,7 +85,7 @@ def _run(argv: list[str] | None) -> int:
     try:
         status = cli.main(args=argv, prog_name="noisescope", standalone_mode=False)
     except UsageError as error:
-        return _fail(str(error))
+        return _fail(error.render(flag))
     except click.exceptions.NoArgsIsHelpError as error:
         print(error.ctx.get_help() if error.ctx else str(error))
         return EXIT_USAGE

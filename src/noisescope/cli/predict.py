@@ -13,8 +13,9 @@ from ..analysis.predict import LogGP, load_noise, predict, write_trace_file
 from ..analysis.predict.loggp import COLLECTIVES
 from ..analysis.predict.model import MAX_PROCS
 from ..analysis.predict.traces import check_trace_output
-from ..bundle import check_destination, utc_now
+from ..bundle import check_destination
 from ..errors import UsageError
+from ..manifest import utc_now
 from ..render.prediction import print_prediction
 from ..units import format_count, parse_count_list, parse_duration
 from .common import EXIT_INTERRUPTED, stderr, stdout

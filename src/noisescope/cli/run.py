@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from ..experiment import load_experiment, override, run_experiment
+from ..host import live_host_facts
 from ..render.terminal import print_bundle
-from ..scan import live_host_facts
 from .common import (
     EXIT_INTERRUPTED,
     Progress,

@@ -9,8 +9,10 @@ from pathlib import Path
 import click
 
 from .. import interrupts
+from ..bundle import default_output
+from ..host import live_host_facts
 from ..probes import DEFAULT_PROBES, PROBES, Injection
-from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, default_output, live_host_facts, scan
+from ..scan import DEFAULT_RT_PRIORITY, ScanOptions, scan
 from ..trace.osnoise import MODES as OSNOISE_MODES
 from ..trace.scanning import TraceOptions
 from ..trace.session import EVENTS_PER_SECOND

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from ..bundle import default_output
+from ..host import live_host_facts
 from ..probes.timerlat import DEFAULT_HISTOGRAM_NS
-from ..scan import DEFAULT_RT_PRIORITY, default_output, live_host_facts
+from ..scan import DEFAULT_RT_PRIORITY
 from ..timerlat import TimerlatOptions, timerlat
 from ..trace.wakeups import DEFAULT_THRESHOLD_NS
 from ..units import parse_cpu_list, parse_duration, parse_positive_duration

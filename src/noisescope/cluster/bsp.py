@@ -39,19 +39,18 @@ from .. import _native
 from ..analysis.predict import predict
 from ..analysis.predict.model import MAX_SEEDS
 from ..analysis.predict.traces import traces_from_bundle
-from ..bundle import Bundle, check_destination, manifest_head, utc_now
+from ..bundle import Bundle, check_destination
 from ..clock import measurement_clock
 from ..diagnostics import Code, Diagnostic
-from ..errors import UsageError
-from ..host import usable_cpus
-from ..prechecks import injector_priority
-from ..privileges import can_use_fifo
+from ..errors import UsageError, option
+from ..host import live_host_facts, usable_cpus
+from ..manifest import new_manifest, utc_now
+from ..prechecks import injector_priority, sampler_priority
 from ..probes import Injection, ProbeContext
 from ..probes import detour as detour_probe
 from ..probes.inject import BackgroundInjection
 from ..probes.quantum import UNIT_ITERATIONS, unit_ticks
 from ..probes.schedule import plan_windows
-from ..scan import live_host_facts
 from ..system import check_system
 from ..tables import Table, repeated
 from .cpus import assign_cpus, own_injections
@@ -90,20 +89,23 @@ class BspOptions:
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown collective {self.collective!r}",
                              f"choose from {', '.join(COLLECTIVES)}")
-        for name, value in (("--compute", self.compute_ns), ("--iterations", self.iterations),
-                            ("--block", self.block), ("--sample", self.sample_ns),
-                            ("--seeds", self.seeds)):
+        for name, value in (("compute_ns", self.compute_ns), ("iterations", self.iterations),
+                            ("block", self.block), ("sample_ns", self.sample_ns),
+                            ("seeds", self.seeds)):
             if value <= 0:
-                raise UsageError(f"{name} must be greater than zero", f"e.g. {name} 1000")
+                raise UsageError(f"{option(name)} must be greater than zero",
+                                 f"e.g. {option(name, '1000')}")
         if self.iterations > MAX_ITERATIONS:
-            raise UsageError(f"--iterations {self.iterations} is more than the "
+            raise UsageError(f"{option('iterations', str(self.iterations))} is more than the "
                              f"{MAX_ITERATIONS:,} whose times a rank keeps",
-                             f"give at most --iterations {MAX_ITERATIONS}")
+                             f"give at most {option('iterations', str(MAX_ITERATIONS))}")
         if self.block > self.iterations:
-            raise UsageError(f"--block {self.block} is longer than --iterations {self.iterations}",
-                             "give a block of at most the iterations, e.g. --block 100")
+            raise UsageError(f"{option('block', str(self.block))} is longer than "
+                             f"{option('iterations', str(self.iterations))}",
+                             f"give a block of at most the iterations, e.g. {option('block', '100')}")
         if self.seeds > MAX_SEEDS:
-            raise UsageError(f"--seeds {self.seeds} is too many", f"give at most {MAX_SEEDS}")
+            raise UsageError(f"{option('seeds', str(self.seeds))} is too many",
+                             f"give at most {MAX_SEEDS}")
         for injection in self.injections:
             if injection.mode != "thread":
                 raise UsageError(f"injection {injection.describe()} needs a sampler thread to "
@@ -169,7 +171,7 @@ def run_bsp(options: BspOptions, *, destination: str | os.PathLike[str] | None =
     placement = start_up(world, options.cpus, (lambda: check_destination(Path(destination)))
                          if destination is not None else None)
     facts = live_host_facts()
-    priority = options.priority if options.rt and can_use_fifo(options.priority) else 0
+    priority, _ = sampler_priority(options.priority, options.rt)
     session = Session(world, timeout_ns)
     hello = {"node": placement.node, "cpus": []}
     failure, units = None, 0
@@ -336,17 +338,14 @@ def bsp_bundle(options: BspOptions, session: Session, units: int, priority: int,
         notes.append(Diagnostic(Code.PRIVILEGES, "SCHED_FIFO not permitted: the ranks ran at "
                                 "normal priority"))
     complete = not any(r.get("interrupted") for r in records)
-    manifest = {
-        **manifest_head("bsp", label=options.label, started_utc=started, argv=argv,
-                        complete=complete),
-        "host": facts.to_dict(),
-        "parameters": {**options.to_dict(), "ranks": size, "work_units": units,
-                       "unit_iterations": UNIT_ITERATIONS, "priority": priority,
-                       "predict": prediction.options.to_dict()},
-        "summaries": {"bsp": [result], "ranks": rows, "prediction": [point]},
-        "warnings": [d.to_dict() for d in notes], "system": rank_findings(records),
-        "tables": {},
-    }
+    manifest = new_manifest(
+        "bsp", label=options.label, started_utc=started, argv=argv, complete=complete,
+        host=facts.to_dict(),
+        parameters={**options.to_dict(), "ranks": size, "work_units": units,
+                    "unit_iterations": UNIT_ITERATIONS, "priority": priority,
+                    "predict": prediction.options.to_dict()},
+        summaries={"bsp": [result], "ranks": rows, "prediction": [point]},
+        warnings=[d.to_dict() for d in notes], system=rank_findings(records))
     return Bundle(manifest, {"iterations": Table.concat(iterations),
                              "detours": Table.concat(detours), "windows": Table.concat(windows)})
 

@@ -27,12 +27,13 @@ import numpy as np
 
 from .. import _native
 from ..analysis import fleet
-from ..bundle import Bundle, check_destination, manifest_head, utc_now
+from ..bundle import Bundle, check_destination
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
-from ..host import read_interrupts
+from ..host import live_host_facts, read_interrupts
+from ..manifest import new_manifest, utc_now
 from ..probes import PROBES
-from ..scan import ScanOptions, live_host_facts, scan
+from ..scan import ScanOptions, scan
 from ..tables import Table
 from ..units import format_duration
 from .cpus import assign_cpus, own_injections
@@ -214,20 +215,16 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
     summaries["alignment"] = fleet.alignment(windows)
     summaries["differences"] = fleet.differences(records)
     complete = not session.interrupted and all(r.get("complete") for r in records)
-    manifest = {
-        **manifest_head("fleet", label=options.label, started_utc=started, argv=argv,
-                        complete=complete),
-        "parameters": {**options.to_dict(), "ranks": session.world.size,
-                       "timeout_ns": timeout_ns,
-                       "inject_ranks": list(inject_ranks) if inject_ranks is not None else None,
-                       "start_utc": _utc_of_monotonic(session.start_ns),
-                       "alignment_tolerance_ns": ALIGNMENT_TOLERANCE_NS},
-        "summaries": summaries,
-        "warnings": [d.to_dict() for d in fleet_diagnostics(outcomes, records,
-                                                           summaries["alignment"])],
-        "system": rank_findings(records),
-        "tables": {},
-    }
+    manifest = new_manifest(
+        "fleet", label=options.label, started_utc=started, argv=argv, complete=complete,
+        parameters={**options.to_dict(), "ranks": session.world.size, "timeout_ns": timeout_ns,
+                    "inject_ranks": list(inject_ranks) if inject_ranks is not None else None,
+                    "start_utc": _utc_of_monotonic(session.start_ns),
+                    "alignment_tolerance_ns": ALIGNMENT_TOLERANCE_NS},
+        summaries=summaries,
+        warnings=[d.to_dict() for d in fleet_diagnostics(outcomes, records,
+                                                         summaries["alignment"])],
+        system=rank_findings(records))
     return Bundle(manifest, {"windows": windows} if windows.rows else {})
 
 

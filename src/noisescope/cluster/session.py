@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..units import format_duration
 from .mpi import HELLO, RESULT, START, ClockOffset, Placement, World
 
@@ -93,7 +93,8 @@ class Session:
             if answer is None:
                 raise UsageError(f"rank 0 sent no start time within "
                                  f"{format_duration(2 * self.timeout_s * 1e9)}",
-                                 "see rank 0's messages; a longer --timeout helps slow start-ups")
+                                 f"see rank 0's messages; a longer {option('timeout_ns')} helps "
+                                 f"slow start-ups")
             if "refused" in answer:
                 raise UsageError(*answer["refused"])
             self.start_ns = answer["start_ns"]

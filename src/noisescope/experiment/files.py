@@ -9,7 +9,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, unit_free
 from ..placement import Placement
 from ..probes import PROBES, Injection
 from ..units import parse_cpu_list, parse_positive_duration
@@ -56,6 +56,26 @@ class _Where:
         line = self.line_of(section, index, key)
         at = f"{self.path}:{line}" if line else str(self.path)
         return UsageError(f"{at}: {problem}", hint)
+
+    def from_library(self, error: UsageError, section: str, index: int | None, *,
+                     key: str | None = None, table: dict | None = None) -> UsageError:
+        """A library error about a value of this file, its options said as the
+        file's keys; its line is that of `key`, or of the key of `table` it names."""
+        said = error.said_as(file_key)
+        culprit = _culprit(table, said) if table is not None else key
+        return self.error(said.problem, said.hint or "", section, index, culprit)
+
+
+# Library options whose key in an experiment file is not their name without its unit.
+_KEYS = {"fifo_priority": "fifo"}
+
+
+def file_key(name: str, example: str | None) -> str:
+    """An option as an experiment file spells it: timeout_ns -> timeout = "10m"."""
+    key = _KEYS.get(name) or unit_free(name)
+    if example is None:
+        return key
+    return f"{key} = {example}" if re.fullmatch(r"-?\d+", example) else f'{key} = "{example}"'
 
 
 _TYPE_NAMES = {int: "an integer", str: "a string", bool: "true or false", list: "a list",
@@ -140,8 +160,7 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
                                                 what="probe duration"),
             cpus=parse_cpu_list(str(probes["cpus"])) if "cpus" in probes else None)
     except UsageError as error:
-        raise where.error(error.problem, error.hint or "", "probes", None,
-                          _culprit(probes, error)) from None
+        raise where.from_library(error, "probes", None, table=probes) from None
     try:
         return Experiment(
             workloads=workloads, configurations=configurations or (Configuration(),),
@@ -150,8 +169,7 @@ def load_experiment(path: str | os.PathLike[str]) -> Experiment:
             order=settings.get("order", "interleaved"), probes=plan,
             name=settings.get("name"), source=str(file))
     except UsageError as error:
-        raise where.error(error.problem, error.hint or "", "experiment", None,
-                          _culprit(settings, error)) from None
+        raise where.from_library(error, "experiment", None, table=settings) from None
 
 
 def _culprit(table: dict, error: UsageError) -> str | None:
@@ -198,8 +216,7 @@ def _workload(entry: dict, index: int, where: _Where, base: Path) -> Workload:
         try:
             metrics.append(Metric(metric_name, pattern, better))
         except UsageError as error:
-            raise where.error(error.problem, error.hint or "", "workload", index,
-                              metric_name) from None
+            raise where.from_library(error, "workload", index, key=metric_name) from None
     env = entry.get("env", {})
     if not all(isinstance(v, str) for v in env.values()):
         raise where.error(f"env values in {title} must be strings", _EXAMPLES["env"],
@@ -210,7 +227,7 @@ def _workload(entry: dict, index: int, where: _Where, base: Path) -> Workload:
                         cwd=str(base / cwd) if cwd is not None else str(base),
                         env=tuple(env.items()), metrics=tuple(metrics))
     except UsageError as error:
-        raise where.error(error.problem, error.hint or "", "workload", index, None) from None
+        raise where.from_library(error, "workload", index) from None
 
 
 def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
@@ -228,8 +245,7 @@ def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
                            for spec in entry.get("inject", []))
         configuration = Configuration(entry["name"], placement, injections, smt=entry.get("smt"))
     except UsageError as error:
-        raise where.error(error.problem, error.hint or "", "configuration", index,
-                          _culprit(entry, error)) from None
+        raise where.from_library(error, "configuration", index, table=entry) from None
     env = entry.get("env", {})
     if not all(isinstance(v, str) for v in env.values()):
         raise where.error(f"env values in {title} must be strings", _EXAMPLES["env"],

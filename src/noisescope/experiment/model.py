@@ -7,15 +7,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from ..diagnostics import Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..placement import Placement, ResolvedPlacement
 from ..probes import Injection
 from ..smt import SETTINGS as SMT_SETTINGS
 from ..tables import Table
 from ..trace.siblings import OccupancyOptions, OccupancyPlan
+from ..units import SECOND
 from ..workload import Metric, RunResult, Workload
 
-SECOND = 1_000_000_000
 DEFAULT_TIMEOUT_NS = 600 * SECOND
 ORDERS = ("interleaved", "grouped")
 
@@ -88,9 +88,11 @@ class Experiment:
             raise UsageError("the experiment has no workload", "add a [[workload]] with a command")
         if not (1 <= self.runs <= MAX_RUNS and 0 <= self.warmup <= MAX_RUNS):
             raise UsageError(f"runs must be >= 1 and warmup >= 0, both at most {MAX_RUNS:,} "
-                             f"(got {self.runs}, {self.warmup})", "e.g. --runs 10 --warmup 1")
+                             f"(got {self.runs}, {self.warmup})",
+                             f"e.g. {option('runs', '10')} {option('warmup', '1')}")
         if self.timeout_ns <= 0:
-            raise UsageError("timeout must be greater than zero", "e.g. --timeout 10m")
+            raise UsageError("timeout must be greater than zero",
+                             f"e.g. {option('timeout_ns', '10m')}")
         if self.order not in ORDERS:
             raise UsageError(f"unknown order {self.order!r}", "use interleaved or grouped")
         for what, items in (("workload", self.workloads), ("configuration", self.configurations)):

@@ -4,13 +4,13 @@ occupancy, per-workload summaries, the diagnostics of excluded runs."""
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
-from ..bundle import SCHEMA_VERSION, Bundle, tool_info
+from ..bundle import Bundle
 from ..diagnostics import Code, Diagnostic
 from ..host import HostFacts
+from ..manifest import new_manifest
 from ..system import check_system
 from ..tables import Table
 from ..trace.siblings import CATEGORIES, shares
@@ -176,25 +176,12 @@ def build_bundle(experiment: Experiment, prepared: Prepared, records: list[Recor
         entry["cpus"] = list(resolved.cpus) if resolved.cpus is not None else None
     privileges = {"injectors": f"SCHED_FIFO priority {prepared.injector_priority}"
                   if prepared.injector_priority else "normal priority"}
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "bench",
-        "tool": tool_info(),
-        "argv": list(argv if argv is not None else sys.argv),
-        "label": label,
-        "started_utc": started,
-        "finished_utc": finished,
-        "complete": complete,
-        "host": facts.to_dict(),
-        "clock": clock.to_dict(),
-        "parameters": parameters,
-        "privileges": privileges,
-        "summaries": {"workloads": workload_summaries(experiment, runs)},
-        "warnings": [d.to_dict() for d in diagnostics],
-        "occupancy": occupancy_section(prepared),
-        "system": check_system("/", _workload_cpus(prepared), facts).to_list(),
-        "tables": {},
-    }
+    manifest = new_manifest(
+        "bench", label=label, started_utc=started, finished_utc=finished, argv=argv,
+        complete=complete, host=facts.to_dict(), clock=clock.to_dict(), parameters=parameters,
+        privileges=privileges, summaries={"workloads": workload_summaries(experiment, runs)},
+        warnings=[d.to_dict() for d in diagnostics], occupancy=occupancy_section(prepared),
+        system=check_system("/", _workload_cpus(prepared), facts).to_list())
     tables = {"runs": runs}
     injections = injections_table(records)
     if injections.rows:

@@ -138,7 +138,8 @@ def measure(experiment: Experiment, *, label: str | None = None, facts: HostFact
     """Run the experiment's workloads (no probes) and return the `bench` bundle,
     written to `destination` if given (checked before any run)."""
     from ..clock import measurement_clock
-    from ..scan import live_host_facts, utc_now
+    from ..host import live_host_facts
+    from ..manifest import utc_now
 
     started = utc_now()
     facts = facts or live_host_facts()
@@ -189,7 +190,8 @@ def run_experiment(experiment: Experiment, directory: str | os.PathLike[str], *,
                    argv: list[str] | None = None) -> ExperimentOutcome:
     """Probes before, the workloads, probes after; one bundle each in `directory`
     (probes-before/, runs/, probes-after/). Ctrl-C keeps what was done."""
-    from ..scan import ScanOptions, live_host_facts, plan, scan
+    from ..host import live_host_facts
+    from ..scan import ScanOptions, plan, scan
 
     out = Path(directory)
     check_destination(out)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..bundle import SCHEMA_VERSION, Bundle, tool_info
+from ..bundle import Bundle, check_destination
 from ..errors import UsageError
+from ..manifest import ImportSource, new_manifest, utc_now
 from .common import Imported, SourceText
 from .cyclictest import read_cyclictest
 from .oslat import read_oslat
@@ -49,37 +49,21 @@ def import_file(tool: str, path: str | os.PathLike[str], *, label: str | None = 
                 cpus: tuple[int, ...] | None = None, argv: list[str] | None = None,
                 destination: str | os.PathLike[str] | None = None) -> Bundle:
     """Read `path` and build (and write, if `destination` is given) an import bundle."""
-    from ..bundle import check_destination
-    from ..scan import utc_now
-
     if destination is not None:
         check_destination(Path(destination))
     imported = read_source(tool, path, cpus)
     raw = Path(path).read_bytes()
     now = utc_now()
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "import",
-        "tool": tool_info(),
-        "argv": list(argv if argv is not None else sys.argv),
-        "label": label,
-        "started_utc": now,
-        "finished_utc": now,
-        "complete": True,
-        "source": {
-            "tool": tool,
-            "version": imported.version,
-            "command": imported.command,
-            "file": os.path.basename(path),
-            "sha256": hashlib.sha256(raw).hexdigest(),
-            "format": imported.format,
-            **({"details": imported.details} if imported.details else {}),
-        },
-        "parameters": imported.parameters,
-        "summaries": {imported.probe: imported.summaries},
-        "warnings": [],
-        "tables": {},
-    }
+    source: ImportSource = {
+        "tool": tool, "version": imported.version, "command": imported.command,
+        "file": os.path.basename(path), "sha256": hashlib.sha256(raw).hexdigest(),
+        "format": imported.format}
+    if imported.details:
+        source["details"] = imported.details
+    manifest = new_manifest("import", label=label, started_utc=now, finished_utc=now,
+                            argv=argv, complete=True, source=source,
+                            parameters=imported.parameters,
+                            summaries={imported.probe: imported.summaries}, warnings=[])
     bundle = Bundle(manifest, imported.tables)
     if destination is not None:
         bundle.write(destination)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..tables import Table
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -109,6 +109,7 @@ def thread_cpus(count: int, known: list[int | None], cpus: tuple[int, ...] | Non
     if cpus is None:
         return known
     if len(cpus) != count:
-        raise UsageError(f"--cpus names {len(cpus)} CPUs but {source.path} has {count} threads",
+        raise UsageError(f"{option('cpus')} names {len(cpus)} CPUs but {source.path} has {count} "
+                         f"threads",
                          "list one CPU per thread, in thread order")
     return list(cpus)

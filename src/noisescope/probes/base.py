@@ -11,7 +11,7 @@ import numpy as np
 
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..tables import Table, repeated
 from .injection import Injection
 from .native import NativeRun, ProgressCallback, run_native, window_buffers
@@ -139,7 +139,7 @@ def check_errors(results: list[dict], what: str) -> None:
         if result["error"]:
             stage, cpu = result["error_stage"], result.get("cpu")
             reason = os.strerror(result["error"])
-            hint = ("run as root or without --rt" if "SCHED_FIFO" in stage
+            hint = (f"run as root or without {option('rt')}" if "SCHED_FIFO" in stage
                     else "check that the CPU is online and allowed (taskset, cgroups)")
             raise UsageError(f"{what} on CPU {cpu} failed: {stage}: {reason}", hint)
 

@@ -11,7 +11,7 @@ import numpy as np
 from .. import _native
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..tables import Table
 from ..units import format_duration
 from .base import (
@@ -72,7 +72,7 @@ class DetourProbe(Probe):
         if settings.threshold_ns >= duration_ns:
             raise UsageError(f"the duration {format_duration(duration_ns)} is not longer than "
                              f"the detour threshold {format_duration(settings.threshold_ns)}: no "
-                             f"detour could be measured", "use a longer --duration, e.g. 10s")
+                             f"detour could be measured", f"use a longer {option('duration_ns')}, e.g. 10s")
 
     def check_clock(self, settings: DetourSettings, clock: MeasurementClock) -> None:
         resolution = loop_resolution_ticks(clock.ticks_per_ns)
@@ -83,8 +83,8 @@ class DetourProbe(Probe):
                 f"threshold {format_duration(settings.threshold_ns)} is below what the loop can "
                 f"resolve (one iteration takes {resolution} clock ticks = "
                 f"{format_duration(resolution / clock.ticks_per_ns)})",
-                f"use --threshold {format_duration(floor_ns * 1.2, precision=2).replace(' ', '')} "
-                f"or more")
+                f"use {option('threshold_ns', format_duration(floor_ns * 1.2, precision=2).replace(' ', ''))}"
+                f" or more")
 
     def capacity(self, settings: DetourSettings, schedule: WindowSchedule, ncpus: int) -> int:
         return capacity(schedule.measured_ns, ncpus, settings.max_detours)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _native
 from ..diagnostics import Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..tables import Table
 from ..units import format_duration
 from .base import CpuRun, Execution, Probe, ProbeContext, busy_diagnostics
@@ -61,7 +61,8 @@ class _QuantumProbe(Probe):
         if settings.quantum_ns > duration_ns:
             raise UsageError(f"quantum {format_duration(settings.quantum_ns)} does not fit the "
                              f"duration {format_duration(duration_ns)}",
-                             "use a --quantum shorter than --duration, e.g. 1ms")
+                             f"use a {option('quantum_ns')} shorter than {option('duration_ns')}, "
+                             f"e.g. 1ms")
 
     def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
         """The spec keys that say how much work a sample is (the same on every CPU)."""

@@ -13,10 +13,9 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..diagnostics import Code, Diagnostic
-from ..errors import UsageError
-from ..units import format_duration
+from ..errors import UsageError, option
+from ..units import SECOND, format_duration
 
-SECOND = 1_000_000_000
 DEFAULT_PERIOD_NS = SECOND
 DEFAULT_RT_RUNTIME_NS = 900_000_000
 # Keep this much of the RT budget unused, so that other RT work (and timer
@@ -57,20 +56,21 @@ def plan_windows(duration_ns: int, *, rt: bool, runtime_ns: int | None = None,
                  period_ns: int | None = None, rt_budget: int | None = None,
                  ) -> tuple[WindowSchedule, list[Diagnostic]]:
     if duration_ns <= 0:
-        raise UsageError("duration must be greater than zero", "e.g. --duration 10s")
+        raise UsageError("duration must be greater than zero", f"e.g. {option('duration_ns', '10s')}")
     period = period_ns or DEFAULT_PERIOD_NS
     runtime = runtime_ns or (min(DEFAULT_RT_RUNTIME_NS, period) if rt else period)
     if runtime > period:
         raise UsageError(
             f"window runtime {format_duration(runtime)} is longer than its period "
-            f"{format_duration(period)}", "use --runtime <= --period")
+            f"{format_duration(period)}", f"use {option('runtime_ns')} <= {option('period_ns')}")
     notes: list[Diagnostic] = []
     if rt and rt_budget is not None:
         allowed = int((rt_budget - RT_BUDGET_MARGIN_NS) * period / DEFAULT_PERIOD_NS)
         if runtime > allowed:
             if allowed <= 0:
                 raise UsageError("the kernel's RT budget leaves no time for a SCHED_FIFO sampler",
-                                 "raise /proc/sys/kernel/sched_rt_runtime_us or drop --rt")
+                                 f"raise /proc/sys/kernel/sched_rt_runtime_us or drop "
+                                 f"{option('rt')}")
             notes.append(Diagnostic(
                 Code.RT_THROTTLING,
                 f"RT throttling is active: windows shortened from {format_duration(runtime)} "

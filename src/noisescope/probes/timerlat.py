@@ -18,7 +18,7 @@ import numpy as np
 
 from ..clock import MeasurementClock
 from ..diagnostics import Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..tables import Table
 from ..units import format_duration
 from .base import CpuRun, Execution, Probe, ProbeContext, overflow_diagnostics
@@ -36,13 +36,14 @@ TOTAL_SERIES_BUDGET = 4_000_000  # stored samples over all CPUs by default (64 M
 def check_interval(interval_ns: int) -> None:
     if interval_ns < MIN_INTERVAL_NS:
         raise UsageError(f"interval {format_duration(interval_ns)} is too short",
-                         f"use --interval {MIN_INTERVAL_NS // 1000}us or more")
+                         f"use {option('interval_ns', f'{MIN_INTERVAL_NS // 1000}us')} or more")
 
 
 def check_histogram(histogram_ns: int) -> None:
     if not BUCKET_NS <= histogram_ns <= MAX_HISTOGRAM_NS:
         raise UsageError(f"histogram limit {format_duration(histogram_ns)} is out of range",
-                         "use 1us to 1s, e.g. --histogram 1000 (us, as cyclictest -h)")
+                         f"use 1us to 1s, e.g. {option('histogram_ns', '1000')} (us, as "
+                         f"cyclictest -h)")
 
 
 def series_capacity(measured_ns: int, interval_ns: int, ncpus: int) -> int:
@@ -69,14 +70,16 @@ class TimerlatProbe(Probe):
         if settings.interval_ns > duration_ns:
             raise UsageError(f"timerlat interval {format_duration(settings.interval_ns)} is "
                              f"longer than the duration {format_duration(duration_ns)}: no wakeup "
-                             f"would be measured", "use a shorter --interval or a longer --duration")
+                             f"would be measured", f"use a shorter {option('interval_ns')} or a "
+                             f"longer {option('duration_ns')}")
 
     def check_windows(self, settings: TimerlatSettings, schedule: WindowSchedule) -> None:
         if settings.interval_ns > schedule.runtime_ns:
             raise UsageError(f"timerlat interval {format_duration(settings.interval_ns)} is "
                              f"longer than a measuring window "
                              f"({format_duration(schedule.runtime_ns)})",
-                             "use a shorter --interval or a longer --runtime")
+                             f"use a shorter {option('interval_ns')} or a longer "
+                             f"{option('runtime_ns')}")
 
     def check_clock(self, settings: TimerlatSettings, clock: MeasurementClock) -> None:
         check_interval(settings.interval_ns)

@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import __version__
 from ..analysis.fleet import FleetBundle
 from ..bundle import MANIFEST, Bundle
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..units import format_cpu_list, format_duration
 from . import plots
 from .bench import bench_lines
@@ -398,10 +398,11 @@ def check_output(output: str | os.PathLike[str], fmt: str = "html", *, replace: 
         own_report = fmt == "html" and path.name == "report.html" and path.parent.resolve() == inside
         if inside is not None and not own_report:
             raise UsageError(f"cannot write {path}: it is inside the bundle {inside}, which holds "
-                             f"no other file than its report.html", "choose another -o")
+                             f"no other file than its report.html", f"choose another {option('output')}")
         if os.path.lexists(path) and not replace:
             raise UsageError(f"cannot write {path}: it already exists",
-                             "choose another -o, or add --force to replace it")
+                             f"choose another {option('output')}, or add {option('replace')} to "
+                             f"replace it")
     if not out.parent.is_dir():
         raise UsageError(f"cannot write {out}: directory {out.parent} does not exist",
                          "create it first or choose another -o")

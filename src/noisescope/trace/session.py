@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _native
 from ..clock import MeasurementClock
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..knobs import KnobJournal, restore_leftovers
 from ..memory import available_kib
 from ..tables import Table
@@ -104,7 +104,7 @@ def check_buffer_kb(buffer_kb: int | None, cpus: int, mem_available_kb: int | No
     cap = memory_cap_kb(cpus, mem_available_kb)
     if buffer_kb is not None and cap is not None and buffer_kb > cap:
         raise UsageError(
-            f"--trace-buffer {format_size_kib(buffer_kb)} per CPU is more than the tracing share "
+            f"{option('buffer_kb', format_size_kib(buffer_kb))} per CPU is more than the tracing share "
             f"of available memory ({MEMORY_SHARE:.0%} of {format_size_kib(mem_available_kb)} over "
             f"{cpus} CPU{'s' if cpus != 1 else ''})",
             f"give at most {format_size_kib(cap)}, or leave it out to size the buffer by itself")

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..host import HostFacts
 from ..tables import Table
 from ..units import format_cpu_list, parse_cpu_list
@@ -61,7 +61,8 @@ class OccupancyOptions:
         for group in self.siblings:
             if len(set(group)) < 2:
                 raise UsageError(f"sibling group {format_cpu_list(group)} has fewer than two CPUs",
-                                 "declare a group of two or more CPUs, e.g. --siblings 0,1")
+                                 f"declare a group of two or more CPUs, e.g. "
+                                 f"{option('siblings', '0,1')}")
 
     @classmethod
     def parse(cls, mode: str, groups: tuple[str, ...]) -> OccupancyOptions:
@@ -95,7 +96,7 @@ def plan_occupancy(options: OccupancyOptions, facts: HostFacts,
     if options.mode == "off":
         return None, "turned off (--no-occupancy)"
     declared = bool(options.siblings)
-    groups = options.siblings or tuple(parse_cpu_list(g) for g in facts.smt_siblings)
+    groups = options.siblings or facts.sibling_groups
     offline = sorted({c for g in options.siblings for c in g} - set(facts.online))
     if offline:
         raise UsageError(f"declared sibling CPU {offline[0]} is offline or does not exist",
@@ -109,7 +110,8 @@ def plan_occupancy(options: OccupancyOptions, facts: HostFacts,
                f"no SMT siblings on the workload CPUs (SMT: {smt})")
         if options.mode == "on":
             raise UsageError(f"cannot measure sibling occupancy: {why}",
-                             "declare siblings to try it without SMT, e.g. --siblings 0,1")
+                             f"declare siblings to try it without SMT, e.g. "
+                             f"{option('siblings', '0,1')}")
         return None, why
     plan = OccupancyPlan(siblings, "declared" if declared else "host", cpus)
     return plan, f"CPUs {format_cpu_list(plan.traced)} traced ({plan.source} siblings)"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import UsageError, option
 from ..tables import Table
 from .attribute import attribute
 from .explain import WORST_PER_CPU, attribution_summary
@@ -65,7 +65,7 @@ def explain_late_wakeups(series: Table, threshold_ns: int, timerlat_summaries: l
     `threshold_ns` late; summary rows for every CPU of the summaries."""
     if threshold_ns < 0:
         raise UsageError(f"the trace threshold must not be negative, got {threshold_ns} ns",
-                         "e.g. --trace-threshold 50us")
+                         f"e.g. {option('trace_threshold', '50us')}")
     spans = late_wakeups(series, threshold_ns)
     attribution = attribute(spans, trace, coverage, measuring_threads(timerlat_summaries))
     annotated = attribution.annotate(spans)

@@ -11,16 +11,16 @@ assumptions allow (no_estimate).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ...bundle import SCHEMA_VERSION, Bundle, tool_info, utc_now
+from ...bundle import Bundle
 from ...diagnostics import Diagnostic
-from ...errors import UsageError
+from ...errors import UsageError, option
+from ...manifest import new_manifest, utc_now
 from ...units import MAX_DURATION_NS, format_duration
 from .loggp import COLLECTIVES, LogGP, Machine, make_collective
 from .orderstats import (
@@ -55,38 +55,42 @@ class PredictOptions:
 
     def check(self) -> None:
         if not self.procs:
-            raise UsageError("no process counts given", "e.g. --procs 1k,16k,1M")
+            raise UsageError("no process counts given", f"e.g. {option('procs', '1k,16k,1M')}")
         small = [p for p in self.procs if p < 2]
         if small:
             raise UsageError(f"process count {small[0]} is too small: a parallel run needs at "
-                             f"least 2 processes", "e.g. --procs 2,1k,1M")
+                             f"least 2 processes", f"e.g. {option('procs', '2,1k,1M')}")
         if max(self.procs) > MAX_PROCS:
             raise UsageError(f"{max(self.procs)} processes would need more memory than this "
                              f"simulator allows", f"use at most {MAX_PROCS} (16M) processes")
         if self.compute_ns < 0:
             raise UsageError(f"compute time {self.compute_ns} ns is negative",
-                             "give --compute 0 or more, e.g. 1ms")
+                             f"give {option('compute_ns', '0')} or more, e.g. 1ms")
         if self.collective not in COLLECTIVES:
             raise UsageError(f"unknown collective {self.collective!r}",
                              f"choose from {', '.join(COLLECTIVES)}")
         if not 1 <= self.message_bytes <= MAX_MESSAGE_BYTES:
             raise UsageError(f"message size {self.message_bytes} B is out of range",
-                             f"give --bytes 1 to {MAX_MESSAGE_BYTES} (1 TiB)")
+                             f"give {option('message_bytes', '1')} to {MAX_MESSAGE_BYTES} (1 TiB)")
         for name, value in (("iterations", self.iterations), ("seeds", self.seeds)):
             if value < 1:
-                raise UsageError(f"{name} must be at least 1, got {value}", f"e.g. --{name} 5")
+                raise UsageError(f"{name} must be at least 1, got {value}",
+                                 f"e.g. {option(name, '5')}")
         if self.seeds > MAX_SEEDS:
-            raise UsageError(f"--seeds {self.seeds} is too many: each simulates every process "
+            raise UsageError(f"{option('seeds', str(self.seeds))} is too many: each simulates every "
+                             f"process "
                              f"count again", f"give at most {MAX_SEEDS}")
         if self.seed < 0:
-            raise UsageError(f"seed must be 0 or more, got {self.seed}", "e.g. --seed 1")
+            raise UsageError(f"seed must be 0 or more, got {self.seed}", f"e.g. {option('seed', '1')}")
         if self.longest_run_ns() > MAX_DURATION_NS:
-            raise UsageError("the simulated run would last longer than 366 days (--iterations "
-                             "times --compute and the messages of a collective)",
-                             "give fewer --iterations, a shorter --compute or smaller --bytes")
+            raise UsageError(f"the simulated run would last longer than 366 days "
+                             f"({option('iterations')} times {option('compute_ns')} and the "
+                             f"messages of a collective)",
+                             f"give fewer {option('iterations')}, a shorter {option('compute_ns')} "
+                             f"or smaller {option('message_bytes')}")
         if self.compute_ns == 0 and self.collective == "none":
             raise UsageError("nothing to simulate: no compute time and no collective",
-                             "give --compute or a --collective")
+                             f"give {option('compute_ns')} or a {option('collective')}")
 
     def longest_run_ns(self) -> int:
         """An upper bound of the noise-free run time: every round of the largest
@@ -188,23 +192,15 @@ class Prediction:
         """A bundle of kind 'prediction': the options and source in `parameters`, the
         results in `summaries` (prediction: one row per process count; knees;
         noise_sources); no tables."""
-        manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "kind": "prediction",
-            "tool": tool_info(),
-            "argv": list(argv if argv is not None else sys.argv),
-            "label": None,
-            "started_utc": started_utc or utc_now(),
-            "finished_utc": utc_now(),
-            "complete": self.complete,
-            "parameters": {**self.options.to_dict(), "source": self.source,
-                           "simulated_seconds": self.simulated_seconds},
-            "summaries": {"prediction": [p.to_dict() for p in self.points],
-                          "knees": [k.to_dict() for k in self.knees],
-                          "noise_sources": list(self.sources)},
-            "warnings": [w.to_dict() for w in self.warnings],
-            "tables": {},
-        }
+        manifest = new_manifest(
+            "prediction", label=None, started_utc=started_utc or utc_now(), argv=argv,
+            complete=self.complete,
+            parameters={**self.options.to_dict(), "source": self.source,
+                        "simulated_seconds": self.simulated_seconds},
+            summaries={"prediction": [p.to_dict() for p in self.points],
+                       "knees": [k.to_dict() for k in self.knees],
+                       "noise_sources": list(self.sources)},
+            warnings=[w.to_dict() for w in self.warnings])
         return Bundle(manifest)
 
     @classmethod
