@@ -10,15 +10,15 @@ from noisescope.analysis import fleet
 from noisescope.analysis.compare import compare
 from noisescope.bundle import Bundle
 from noisescope.cluster.cpus import assign_cpus, own_injections
-from noisescope.cluster.mpi import Placement
+from noisescope.cluster.mpi import RankPlacement
 from noisescope.errors import UsageError
 from noisescope.manifest import SCHEMA_VERSION
 from noisescope.probes import Injection
 from noisescope.tables import Table
 
 
-def placement(local_rank: int, candidates, node="n1") -> Placement:
-    return Placement(local_rank, len(candidates), node, local_rank, len(candidates),
+def placement(local_rank: int, candidates, node="n1") -> RankPlacement:
+    return RankPlacement(local_rank, len(candidates), node, local_rank, len(candidates),
                      tuple(candidates[local_rank]), tuple(tuple(c) for c in candidates))
 
 

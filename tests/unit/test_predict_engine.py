@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from noisescope.analysis.predict import LogGP, NoiseTrace, expected_maximum, predict, replay, synthetic_trace
-from noisescope.analysis.predict.loggp import Machine, make_collective
+from noisescope.analysis.predict.loggp import SimulatedMachine, make_collective
 from noisescope.analysis.predict.model import PredictOptions, simulate
 from noisescope.analysis.predict.replay import NoiseReplay
 
@@ -115,7 +115,7 @@ def run_both(traces, procs, collective, compute_ns, iterations, *, synchronized=
     reference = ReferenceNoise(traces, trace_of, phases)
     results = []
     for noise in (fast, reference):
-        machine = Machine(procs, LogGP(), noise)
+        machine = SimulatedMachine(procs, LogGP(), noise)
         ends = []
         for _ in range(iterations):
             if compute_ns:
@@ -164,7 +164,7 @@ def test_traces_are_assigned_to_ranks_round_robin():
     quiet = NoiseTrace("quiet", [], [], 1000, "file")
     always = NoiseTrace("always", [0], [999], 1000, "file")  # busy 99.9% of the time
     noise = NoiseReplay([quiet, always], ranks % 2, np.random.default_rng(1))
-    machine = Machine(6, LogGP(), noise)
+    machine = SimulatedMachine(6, LogGP(), noise)
     machine.compute(10_000)
     noisy_slots = machine.ready > 10_000
     assert (ranks[noisy_slots] % 2 == 1).all() and noisy_slots.sum() == 3

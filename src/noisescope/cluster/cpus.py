@@ -13,10 +13,10 @@ from __future__ import annotations
 from ..errors import UsageError
 from ..probes import Injection
 from ..units import format_cpu_list
-from .mpi import Placement
+from .mpi import RankPlacement
 
 
-def assign_cpus(placement: Placement) -> tuple[int, ...]:
+def assign_cpus(placement: RankPlacement) -> tuple[int, ...]:
     candidates = placement.local_candidates
     mine = candidates[placement.local_rank]
     seen: set[int] = set()

@@ -35,7 +35,7 @@ def import_mpi():
 
 
 @dataclass(frozen=True)
-class Placement:
+class RankPlacement:
     """Where this rank runs."""
 
     rank: int
@@ -81,7 +81,7 @@ class World:
     def is_root(self) -> bool:
         return self.rank == 0
 
-    def placement(self, requested: tuple[int, ...] | None = None) -> Placement:
+    def placement(self, requested: tuple[int, ...] | None = None) -> RankPlacement:
         """Collective: every rank must call it, at start-up. `requested`: the CPUs
         this rank was asked to measure (None: those it may run on)."""
         from ..host import default_cpus, read_host_facts
@@ -90,7 +90,7 @@ class World:
         local = self.comm.Split_type(self.MPI.COMM_TYPE_SHARED, key=self.rank)
         try:
             candidates = tuple(tuple(c) for c in local.allgather(tuple(requested or allowed)))
-            return Placement(self.rank, self.size, self.MPI.Get_processor_name(),
+            return RankPlacement(self.rank, self.size, self.MPI.Get_processor_name(),
                              local.Get_rank(), local.Get_size(), allowed, candidates)
         finally:
             local.Free()

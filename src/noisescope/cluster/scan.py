@@ -37,7 +37,7 @@ from ..scan import ScanOptions, scan
 from ..tables import Table
 from ..units import format_duration
 from .cpus import assign_cpus, own_injections
-from .mpi import Placement, World
+from .mpi import RankPlacement, World
 from .session import DEFAULT_TIMEOUT_NS, Session, rank_findings, start_up
 
 NODES = "nodes"
@@ -60,7 +60,7 @@ def prepare_directory(directory: Path) -> None:
     (directory / NODES).mkdir(parents=True, exist_ok=True)
 
 
-def rank_directory(directory: Path, placement: Placement) -> Path:
+def rank_directory(directory: Path, placement: RankPlacement) -> Path:
     width = max(4, len(str(placement.size - 1)))
     node = re.sub(r"[^A-Za-z0-9_.-]", "_", placement.node) or "node"
     return directory / NODES / f"rank{placement.rank:0{width}d}-{node}"
@@ -128,7 +128,7 @@ def cluster_scan(options: ScanOptions, directory: str | os.PathLike[str], *,
 
 # -- what a rank sends rank 0 ---------------------------------------------------------
 
-def rank_record(placement: Placement, bundle: Bundle, directory: Path, start_ns: int,
+def rank_record(placement: RankPlacement, bundle: Bundle, directory: Path, start_ns: int,
                 marks: dict) -> dict:
     summaries = bundle.summaries
     elapsed_s = (time.monotonic_ns() - marks["begun"]) / 1e9

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 from ..errors import UsageError, option
 from ..units import format_duration
-from .mpi import HELLO, RESULT, START, ClockOffset, Placement, World
+from .mpi import HELLO, RESULT, START, ClockOffset, RankPlacement, World
 
 START_LEAD_NS = 300_000_000  # from sending START to the first window: thread set-up
 DEFAULT_TIMEOUT_NS = 60_000_000_000
 
 
 def start_up(world: World, requested_cpus: tuple[int, ...] | None,
-             prepare: Callable[[], None] | None = None) -> Placement:
+             prepare: Callable[[], None] | None = None) -> RankPlacement:
     """The collective part: every rank's placement, and rank 0's `prepare` (e.g. the
     check of the output directory), whose error every rank raises alike."""
     placement = world.placement(requested_cpus)

@@ -51,7 +51,7 @@ class LogGP:
         return cls(**data)
 
 
-class Machine:
+class SimulatedMachine:
     """P processes under LogGP; noise (if any) is charged to every busy window."""
 
     def __init__(self, procs: int, loggp: LogGP, noise: NoiseReplay | None = None):
@@ -114,7 +114,7 @@ class Collective:
         """The MPI rank of each slot (noise traces are assigned by rank)."""
         return np.arange(procs)
 
-    def run(self, machine: Machine) -> None:
+    def run(self, machine: SimulatedMachine) -> None:
         """One collective operation, starting from each process's `ready` time."""
 
 
@@ -123,7 +123,7 @@ class DisseminationBarrier(Collective):
 
     message_bytes = 1
 
-    def run(self, machine: Machine) -> None:
+    def run(self, machine: SimulatedMachine) -> None:
         everyone = slice(0, machine.procs)
         distance = 1
         while distance < machine.procs:
@@ -153,7 +153,7 @@ class RecursiveDoublingAllreduce(Collective):
         inner = np.where(inner < extra, 2 * inner + 1, inner + extra)
         return np.concatenate([inner, 2 * np.arange(extra)])
 
-    def run(self, machine: Machine) -> None:
+    def run(self, machine: SimulatedMachine) -> None:
         power, extra = self.split(machine.procs)
         size = self.message_bytes
         paired, helpers, inner = slice(0, extra), slice(power, machine.procs), slice(0, power)

@@ -22,7 +22,7 @@ from ...diagnostics import Diagnostic
 from ...errors import UsageError, option
 from ...manifest import new_manifest, utc_now
 from ...units import MAX_DURATION_NS, format_duration
-from .loggp import COLLECTIVES, LogGP, Machine, make_collective
+from .loggp import COLLECTIVES, LogGP, SimulatedMachine, make_collective
 from .orderstats import (
     DELAY_SAMPLES,
     Knee,
@@ -229,7 +229,7 @@ def simulate(procs: int, options: PredictOptions, traces: list[NoiseTrace],
         trace_of = collective.slot_ranks(procs) % len(traces)
         noise = NoiseReplay(traces, trace_of, rng or np.random.default_rng(options.seed),
                             synchronized=options.sync_noise)
-    machine = Machine(procs, options.loggp, noise)
+    machine = SimulatedMachine(procs, options.loggp, noise)
     for _ in range(options.iterations):
         if options.compute_ns:
             machine.compute(options.compute_ns)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .replay import Timeline
+from .replay import TraceAxis
 from .traces import SECOND, NoiseTrace
 
 DELAY_SAMPLES = 1 << 16
@@ -40,7 +40,7 @@ def window_delays(traces: list[NoiseTrace], window_ns: int, offsets: np.ndarray
                   ) -> list[np.ndarray]:
     """Per trace, the detours starting inside a window of `window_ns` at each offset
     (offsets wrap around each trace's span)."""
-    line = Timeline(traces)
+    line = TraceAxis(traces)
     delays = []
     for index, trace in enumerate(traces):
         if trace.detours == 0:

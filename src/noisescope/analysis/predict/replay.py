@@ -31,7 +31,7 @@ MAX_STEPS = 8  # bucket walk steps before falling back to a binary search
 CHUNK = 1 << 15  # processes per exact-lookup batch (about 256 kB per int64 column)
 
 
-class Timeline:
+class TraceAxis:
     """Every trace on one axis: block j holds the last detour of the previous period,
     two periods of trace j and the first detour of the period after, so a query
     anywhere in [0, 2 span) of block j stays inside the block."""
@@ -127,7 +127,7 @@ class NoiseReplay:
     def __init__(self, traces: list[NoiseTrace], trace_of: np.ndarray,
                  rng: np.random.Generator, *, synchronized: bool = False,
                  offsets: np.ndarray | None = None):
-        self.timeline = line = Timeline(traces)
+        self.timeline = line = TraceAxis(traces)
         procs = len(trace_of)
         self.trace_of = trace_of.astype(np.int32)
         self.single_trace = len(traces) == 1
