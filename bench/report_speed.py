@@ -96,7 +96,7 @@ def synthetic_bundle(minutes: int, cpus: int, seed: int = 1) -> Bundle:
                   "max_gap_ticks": int(detours["duration_ns"].max() * TICKS_PER_NS),
                   "resolution_ticks": 26, "hourglass_gaps": int(detours.rows)}
         summaries["detour"].append(detour_summary(stats, native, detours["duration_ns"], histogram,
-                                                  1000, TICKS_PER_NS))
+                                                  1000, 1000, TICKS_PER_NS))
         summaries["ftq"].append(ftq_summary(stats, ftq["work"]))
         summaries["fwq"].append(fwq_summary(stats, fwq["duration_ns"]))
     manifest = new_manifest(
