@@ -9,7 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from noisescope.analysis.predict import LogGP, NoiseTrace, expected_maximum, predict, replay, synthetic_trace
+from noisescope.analysis.predict import (
+    LogGP,
+    NoiseTrace,
+    expected_maximum,
+    loggp,
+    predict,
+    replay,
+    synthetic_trace,
+)
 from noisescope.analysis.predict.loggp import SimulatedMachine, make_collective
 from noisescope.analysis.predict.model import PredictOptions, simulate
 from noisescope.analysis.predict.replay import NoiseReplay
@@ -153,6 +161,18 @@ def test_replay_matches_the_reference_in_small_chunks_and_with_binary_search(mon
     traces = [random_trace(rng, 3_000_000, 900, 3_000), random_trace(rng, 2_000_000, 50, 30_000)]
     fast, reference = run_both(traces, 32, "allreduce", 200_000, 10)
     np.testing.assert_array_equal(fast, reference)
+
+
+@pytest.mark.parametrize("block, procs", [(2, 16), (4, 13), (8, 40)])
+def test_the_allreduce_in_blocks_matches_the_reference(monkeypatch, block, procs):
+    """The short-distance rounds run block by block (for the cache at millions of
+    processes): the same result as the reference, power of two or not."""
+    monkeypatch.setattr(loggp, "ROUND_BLOCK", block)
+    rng = np.random.default_rng(5)
+    traces = [random_trace(rng, 300_000, 60, 20_000), random_trace(rng, 70_000, 9, 15_000)]
+    fast, reference = run_both(traces, procs, "allreduce", 30_000, 8)
+    np.testing.assert_array_equal(fast, reference)
+    assert (fast[-1] > noise_free(procs, "allreduce", compute_ns=30_000, iterations=8)).any()
 
 
 def test_traces_are_assigned_to_ranks_round_robin():
