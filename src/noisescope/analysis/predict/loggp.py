@@ -166,26 +166,42 @@ class RecursiveDoublingAllreduce(Collective):
         paired, helpers = slice(0, extra), slice(power, machine.procs)
         if extra:
             machine.receive(paired, machine.send(helpers, size), size)
-        # The rounds whose partners are closer than a block stay inside aligned blocks:
-        # each block runs them while its processes' state is in the CPU cache, then
-        # the wider rounds go over all (the same arithmetic in another order: at
-        # millions of processes a round over all of them is bound by memory).
+        # Done block by block, so that each block's state is read from memory once
+        # per round or less (at millions of processes a round over all of them at
+        # once is bound by memory): the rounds whose partners are closer than a block
+        # stay inside aligned blocks, each block runs them all in turn; in each wider
+        # round a block exchanges with its partner block. The same arithmetic in
+        # another order: a process's send comes before its receive in every round.
         block = min(power, ROUND_BLOCK)
         for first in range(0, power, block):
-            self._rounds(machine, slice(first, first + block), 1, block)
-        self._rounds(machine, slice(0, power), block, power)
+            self._near_rounds(machine, slice(first, first + block), block)
+        distance = block
+        while distance < power:
+            for low in range(0, power, 2 * distance):
+                for first in range(low, low + distance, block):
+                    self._exchange(machine, slice(first, first + block),
+                                   slice(first + distance, first + distance + block))
+            distance *= 2
         if extra:
             machine.receive(helpers, machine.send(paired, size), size)
 
-    def _rounds(self, machine: SimulatedMachine, procs: slice, distance: int, stop: int) -> None:
-        """The exchanges at distances [distance, stop) among the slots `procs`."""
+    def _near_rounds(self, machine: SimulatedMachine, procs: slice, stop: int) -> None:
+        """The exchanges at distances 1, 2, 4, ... below `stop` among the slots `procs`."""
         count, size = procs.stop - procs.start, self.message_bytes
+        distance = 1
         while distance < stop:
             arrival = machine.send(procs, size)
             # partner of slot i is i XOR distance: swap neighbouring blocks of `distance`
             swapped = arrival.reshape(-1, 2, distance)[:, ::-1, :].reshape(count)
             machine.receive(procs, swapped, size)
             distance *= 2
+
+    def _exchange(self, machine: SimulatedMachine, one: slice, other: slice) -> None:
+        """Slots `one` and `other`, partners at the same offsets, swap messages."""
+        size = self.message_bytes
+        from_one, from_other = machine.send(one, size), machine.send(other, size)
+        machine.receive(one, from_other, size)
+        machine.receive(other, from_one, size)
 
 
 COLLECTIVES = ("allreduce", "barrier", "none")
