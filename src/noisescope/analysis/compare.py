@@ -43,6 +43,7 @@ from .shift import RankTest, Shift, hodges_lehmann, rank_tests
 ALPHA = 0.05
 P99_MIN_RUNS = 100
 FEW_RUNS = 5
+LISTED_FEW = 5  # configurations with too few runs named one by one, per workload
 READABLE_SCHEMAS = range(1, SCHEMA_VERSION + 1)
 
 
@@ -265,10 +266,13 @@ class _Observations:
     values: dict[tuple[str, str, str], list[np.ndarray]] = field(default_factory=dict)
     configurations: list[str] = field(default_factory=list)
 
+    known: set[str] = field(default_factory=set)  # the configurations, for a quick lookup
+
     def add(self, workload: str, metric: MetricInfo, configuration: str,
             values: np.ndarray) -> None:
         self.metrics.setdefault(metric.name, metric)
-        if configuration not in self.configurations:
+        if configuration not in self.known:  # a fleet --by-node: 10,000 configurations
+            self.known.add(configuration)
             self.configurations.append(configuration)
         self.values.setdefault((workload, metric.name, configuration), []).append(values)
 
@@ -461,12 +465,7 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
     base = baseline or obs.configurations[0]
 
     groups = {key: np.sort(np.concatenate(parts)) for key, parts in obs.values.items()}
-    small = sorted({(w, c) for (w, _, c), v in groups.items() if len(v) < FEW_RUNS})
-    for workload, config in small:
-        n = min(len(v) for (w, _, c), v in groups.items() if (w, c) == (workload, config))
-        notes.append(Diagnostic(Code.TOO_FEW_RUNS, f"{workload} [{config}]: only {n} run"
-                                f"{'s' if n != 1 else ''}; with so few, even a real difference "
-                                f"can rarely be shown significant"))
+    notes += _too_few_runs(groups)
 
     # Every comparison with the baseline: its test first, as the intervals' level
     # depends on how many turn out significant.
@@ -517,6 +516,39 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
                                     groups[key]))
     return Comparison(base, obs.configurations, rows, [_source(b) for b in bundles], notes,
                       alpha, level)
+
+
+def _too_few_runs(groups: dict[tuple[str, str, str], np.ndarray]) -> list[Diagnostic]:
+    """A note per workload and configuration with fewer than FEW_RUNS values (its fewest
+    over the metrics); a workload with more than LISTED_FEW of them (the nodes of a
+    large fleet, --by-node) gets one note per count instead."""
+    fewest: dict[tuple[str, str], int] = {}
+    for (workload, _, config), values in groups.items():
+        if len(values) < FEW_RUNS:
+            fewest[(workload, config)] = min(len(values), fewest.get((workload, config), FEW_RUNS))
+    by_workload: dict[str, list[tuple[str, int]]] = {}
+    for (workload, config), n in sorted(fewest.items()):
+        by_workload.setdefault(workload, []).append((config, n))
+    notes = []
+    for workload, small in by_workload.items():
+        if len(small) <= LISTED_FEW:
+            notes += [Diagnostic(Code.TOO_FEW_RUNS, f"{workload} [{config}]: only {_runs(n)}; "
+                                 f"with so few, even a real difference can rarely be shown "
+                                 f"significant") for config, n in small]
+            continue
+        for n in sorted({n for _, n in small}):
+            configs = [config for config, count in small if count == n]
+            shown = ", ".join(configs[:LISTED_FEW])
+            more = f" and {len(configs) - LISTED_FEW:,} more" if len(configs) > LISTED_FEW else ""
+            notes.append(Diagnostic(Code.TOO_FEW_RUNS, f"{workload}: {len(configs):,} "
+                                    f"configurations ({shown}{more}) have only {_runs(n)}; with "
+                                    f"so few, even a real difference can rarely be shown "
+                                    f"significant"))
+    return notes
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
 
 
 def _source(bundle: Bundle) -> dict:

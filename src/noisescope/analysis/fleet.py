@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from ..bundle import Bundle, load
+from ..bundle import MANIFEST, Bundle, load
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
@@ -214,41 +214,65 @@ def alignment(windows: Table) -> list[dict]:
 
 class FleetBundle(Bundle):
     """A fleet bundle with its ranks' own bundles (DIR/nodes/...), found through the
-    `bundle` path of each rank and loaded on first use. Without a shared file system
-    only some (or none) are here; `absent` lists the ranks whose bundle is not."""
+    `bundle` path of each rank. Without a shared file system only some (or none) are
+    here; `absent` lists the ranks whose bundle is not. A rank's bundle is loaded only
+    when asked for: a report of 10,000 ranks reads the few it draws."""
 
     @classmethod
     def of(cls, bundle: Bundle) -> FleetBundle:
         return cls(bundle.manifest, path=bundle.path)
 
     @functools.cached_property
-    def _found(self) -> tuple[list[Bundle], list[dict]]:
-        nodes, absent = [], []
+    def _present(self) -> tuple[list[dict], list[dict]]:
+        """The measured ranks' rows whose bundle is here, and those whose bundle is not."""
+        present, absent = [], []
         for row in self.summaries.get("ranks", []):
             if row["status"] != "ok" or not row.get("bundle"):
                 continue
-            try:
-                if self.path is None:  # a fleet built in memory
-                    raise UsageError("not on disk", "")
-                nodes.append(load(self.path / row["bundle"]))
-            except UsageError:  # written on another node, without a shared file system
-                absent.append(row)
-        return nodes, absent
+            here = self.path is not None and (self.path / row["bundle"] / MANIFEST).is_file()
+            (present if here else absent).append(row)
+        return present, absent
+
+    @functools.cached_property
+    def _loaded(self) -> dict[str, Bundle | None]:
+        return {}
+
+    def _bundles(self, rows: list[dict]) -> list[Bundle]:
+        """The bundles of `rows`; one that does not load (damaged, or being written on
+        another node) joins `absent`."""
+        out = []
+        for row in rows:
+            if row["bundle"] not in self._loaded:
+                try:
+                    self._loaded[row["bundle"]] = load(self.path / row["bundle"])
+                except UsageError:
+                    self._loaded[row["bundle"]] = None
+                    self._present[1].append(row)
+            if self._loaded[row["bundle"]] is not None:
+                out.append(self._loaded[row["bundle"]])
+        return out
 
     @property
     def nodes(self) -> list[Bundle]:
-        return self._found[0]
+        """Every rank's bundle that is here (all loaded: for small fleets)."""
+        return self._bundles(self._present[0])
+
+    @property
+    def node_count(self) -> int:
+        return len(self._present[0])
 
     @property
     def absent(self) -> list[dict]:
-        return self._found[1]
+        return self._present[1]
 
     def noisiest_nodes(self, count: int | None = None) -> list[Bundle]:
         """The ranks' bundles, noisiest first by the fleet's ranking figure."""
-        rows = {r["rank"]: r for r in self.summaries.get("ranks", [])}
-        key = ranking_figure(list(rows.values()))
+        rows = self._present[0]
+        key = ranking_figure(rows)
+        if key is not None:
+            rows = sorted(rows, key=lambda r: r.get(key) or 0.0, reverse=True)
+        return self._bundles(rows[:count])
 
-        def noise(node: Bundle) -> float:
-            row = rows.get(node.manifest.get("cluster", {}).get("rank"), {})
-            return (row.get(key) or 0.0) if key else 0.0
-        return sorted(self.nodes, key=noise, reverse=True)[:count]
+    def drawn_nodes(self, count: int) -> list[Bundle]:
+        """The `count` noisiest ranks' bundles, in rank order (every one of a small fleet)."""
+        return sorted(self.noisiest_nodes(count), key=lambda b: b.manifest["cluster"]["rank"])

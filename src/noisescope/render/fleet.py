@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from rich.table import Table as RichTable
 
 from ..analysis.fleet import NODE_FIGURES, noisiest, ranking_figure
@@ -10,6 +11,7 @@ from ..units import format_cpu_list, format_duration
 
 TOP_CPUS = 10
 TOP_RANKS = 20
+MAX_DIFFERENCES = 40  # lines of "How the nodes differ"; the bundle keeps them all
 RANK_COLUMNS = (  # ranks-row field, heading, format
     ("detour_noise_pct", "noise %", "pct"),
     ("detour_detours_per_s", "detours/s", "rate"),
@@ -77,19 +79,39 @@ def cpus_table(rows: list[dict]) -> RichTable | None:
     return t
 
 
+def distribution_lines(rows: list[dict]) -> list[str]:
+    """Each rank figure over the ranks (min, median, p90, p99, max), for a fleet with
+    more ranks than the noisiest-ranks table shows."""
+    if len(rows) <= TOP_RANKS:
+        return []
+    lines = [f"Over the {len(rows):,} measured ranks (min / median / p90 / p99 / max):"]
+    for name, heading, kind in RANK_COLUMNS:
+        values = np.array([r[name] for r in rows if r.get(name) is not None], dtype=np.float64)
+        if len(values):
+            points = np.percentile(values, [0, 50, 90, 99, 100])
+            lines.append(f"  {heading}: {' / '.join(_cell(v, kind) for v in points)}")
+    return lines
+
+
 def difference_lines(bundle: Bundle) -> list[str]:
     found = bundle.summaries.get("differences", [])
     if len([r for r in bundle.summaries.get("ranks", []) if r["status"] == "ok"]) < 2:
         return ["How the nodes differ: fewer than two ranks measured"]
     if not found:
         return ["How the nodes differ: no host fact or noise figure stands out"]
-    return ["How the nodes differ:", *(f"  {d['message']}" for d in found)]
+    lines = ["How the nodes differ:", *(f"  {d['message']}" for d in found[:MAX_DIFFERENCES])]
+    if len(found) > MAX_DIFFERENCES:
+        nodes = {d["node"] for d in found[MAX_DIFFERENCES:] if d.get("node")}
+        lines.append(f"  ... and {len(found) - MAX_DIFFERENCES:,} more, on {len(nodes):,} "
+                     f"node{'s' if len(nodes) != 1 else ''} (all in the bundle's "
+                     f"summaries.differences)")
+    return lines
 
 
 def fleet_blocks(bundle: Bundle) -> list[str | RichTable]:
     """What `cluster scan` and `show` print for a fleet (terminal.OVERVIEWS)."""
     summaries = bundle.summaries
-    tables = (ranks_table([r for r in summaries.get("ranks", []) if r["status"] == "ok"]),
-              cpus_table(summaries.get("detour", [])))
-    return [*fleet_lines(bundle), *(t for t in tables if t is not None),
-            *difference_lines(bundle)]
+    measured = [r for r in summaries.get("ranks", []) if r["status"] == "ok"]
+    tables = (ranks_table(measured), cpus_table(summaries.get("detour", [])))
+    return [*fleet_lines(bundle), *distribution_lines(measured),
+            *(t for t in tables if t is not None), *difference_lines(bundle)]

@@ -453,11 +453,14 @@ def rank_noise_bars(fleets: list[Bundle]) -> list[Figure]:
         key = ranking_figure(ranks)
         shown = noisiest(ranks, key, MAX_BARS // len(fleets)) if key else []
         left += len(ranks) - len(shown)
+        by_rank: dict[tuple[str, int], list[dict]] = {}
+        for probe in NOISE_PROBES:
+            for s in fleet.summaries.get(probe, []):
+                by_rank.setdefault((probe, s["rank"]), []).append(s)
         for r in sorted(shown, key=lambda r: r["rank"]):
             prefix = f"{names[id(fleet)]} " if len(fleets) > 1 else ""
             groups.append((f"{prefix}rank {r['rank']} ({r['node']})",
-                           {probe: [s for s in fleet.summaries.get(probe, [])
-                                    if s["rank"] == r["rank"]] for probe in NOISE_PROBES}))
+                           {probe: by_rank.get((probe, r["rank"]), []) for probe in NOISE_PROBES}))
     figure = _noise_bars(groups)
     if figure is None:
         return []
@@ -672,12 +675,61 @@ def slowdown_curves(bundles: list[Bundle]) -> list[Figure]:
 
 
 @styled
+def fleet_noise_distribution(fleets: list[Bundle]) -> list[Figure]:
+    """The ranks' noise over a fleet too large for a bar each: its cumulative
+    distribution, with the ranks that stand out on that figure marked and named."""
+    from ..analysis.fleet import NODE_FIGURES, ranking_figure
+
+    names = bundle_names(fleets)
+    large = [f for f in fleets if sum(r["status"] == "ok" for r in f.summaries.get("ranks", []))
+             > MAX_BARS]
+    if not large:
+        return []
+    figure, axes = new_figure(1, row_height=3.0)
+    ax = axes[0, 0]
+    title = "noise"
+    for fleet, color in zip(large, _cycle(), strict=False):
+        ranks = [r for r in fleet.summaries["ranks"] if r["status"] == "ok"]
+        key = ranking_figure(ranks)
+        if key is None:
+            continue
+        title = next(t for probe, name, _, _, t in NODE_FIGURES if f"{probe}_{name}" == key)
+        values = np.sort(np.array([r[key] for r in ranks if r.get(key) is not None], float))
+        share = np.arange(1, len(values) + 1) / len(values)
+        prefix = f"{names[id(fleet)]}: " if len(large) > 1 else ""
+        ax.step(values, share, where="post", color=color,
+                label=plain(f"{prefix}{len(values):,} ranks"))
+        standing_out = {d["rank"] for d in fleet.summaries.get("differences", [])
+                        if d["kind"] == "noise" and d["what"] == key}
+        marked = sorted((r[key], r["rank"], r["node"]) for r in ranks if r["rank"] in standing_out)
+        if marked:
+            x = np.array([m[0] for m in marked])
+            ax.scatter(x, np.searchsorted(values, x, side="right") / len(values), color=color,
+                       marker="o", zorder=3)
+            for value, rank, node in marked[-MAX_PANELS:]:
+                ax.annotate(plain(f"rank {rank} ({node})"), (value, 1.0), rotation=90,
+                            fontsize=7, va="top", ha="right")
+    if not ax.lines:
+        return []
+    if values.min() > 0 and values.max() / values.min() > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(title)
+    ax.set_ylabel("share of ranks at or below")
+    ax.legend(loc="lower right")
+    return [Figure("fleet-distribution", f"Distribution of {title} over the ranks",
+                   f"Each rank's {title} (its CPUs combined), as a cumulative distribution over "
+                   "the ranks; the dots are the ranks that stand out (at least twice the other "
+                   "nodes' median, above its floor), named up to the noisiest "
+                   f"{MAX_PANELS}.", figure)]
+
+
+@styled
 def fleet_detour_curves(fleets: list[Bundle]) -> list[Figure]:
     """The detour-length distributions of a fleet's ranks on one figure (their own bundles)."""
     from ..analysis.fleet import FleetBundle
 
     fleets = [f for f in fleets if isinstance(f, FleetBundle)]
-    count = sum(len(f.nodes) for f in fleets)
+    count = sum(f.node_count for f in fleets)
     nodes = [n for f in fleets for n in f.noisiest_nodes(MAX_PANELS // len(fleets) or 1)]
     if len(nodes) < 2:
         return []
@@ -771,7 +823,7 @@ FIGURES: dict[str, list[FigureBuilder]] = {
 # Figures of the bundle kinds with an overview of their own (terminal.OVERVIEWS),
 # drawn from every bundle of that kind in a report.
 KIND_FIGURES: dict[str, list[FigureBuilder]] = {
-    "fleet": [rank_noise_bars, fleet_detour_curves],
+    "fleet": [fleet_noise_distribution, rank_noise_bars, fleet_detour_curves],
     "bsp": [bsp_slowdowns, bsp_iterations],
     "prediction": [slowdown_curves],
 }

@@ -13,6 +13,7 @@ escaping, no TeX in figure text).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import tempfile
@@ -20,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..analysis.fleet import FleetBundle
+from ..analysis.fleet import FleetBundle, noisiest
 from ..bundle import MANIFEST, Bundle
 from ..errors import UsageError, option
 from ..units import format_cpu_list, format_duration
@@ -30,6 +32,9 @@ from . import plots
 from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
 from .text import md_escape
+
+if TYPE_CHECKING:
+    from ..analysis.compare import Comparison
 
 
 @dataclass
@@ -185,6 +190,8 @@ OVERVIEW_TITLES = {"fleet": "Fleet: the ranks side by side",
 # A fleet's per-CPU summaries do get them (rank and node columns, figures from its ranks).
 WHOLLY_IN_OVERVIEW = {"bsp", "prediction"}
 MAX_RANK_TABLES = plots.MAX_PANELS  # a fleet's tables per rank (spectrum, causes): the noisiest
+MAX_FLEET_ROWS = 40  # a fleet's per-CPU rows in one table: beyond, the noisiest CPUs
+MAX_NODE_ROWS = 40  # nodes compared node by node row by row; beyond, the significant ones
 
 
 def overview_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
@@ -210,8 +217,9 @@ def overview_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
 
 
 def _members(bundle: Bundle) -> list[Bundle]:
-    """What a bundle's figures are drawn from: a fleet's rank bundles, else itself."""
-    return bundle.nodes if isinstance(bundle, FleetBundle) else [bundle]
+    """What a bundle's figures are drawn from: a fleet's rank bundles (its noisiest
+    ones, beyond MAX_RANK_TABLES ranks), else itself."""
+    return bundle.drawn_nodes(MAX_RANK_TABLES) if isinstance(bundle, FleetBundle) else [bundle]
 
 
 def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
@@ -222,17 +230,25 @@ def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
              if b.kind not in WHOLLY_IN_OVERVIEW]
     several = len(bundles) > 1
     node_names = plots.bundle_names([m for b, _ in shown if isinstance(b, FleetBundle)
-                                     for m in b.nodes])
+                                     for m in _members(b)])
     kinds = dict.fromkeys([*SUMMARY_TABLES, *plots.FIGURES,
                            *(k for b, _ in shown for m in [b, *_members(b)] for k in m.summaries)])
     sections = []
     for kind in kinds:
         sources: list[tuple[list[dict], str]] = []  # (summary rows, table title prefix)
         drawn: list[Bundle] = []
+        lines: list[str] = []
         for bundle, name in shown:
             prefix = f"{name}: " if several else ""
-            if bundle.summaries.get(kind):
-                sources.append((bundle.summaries[kind], prefix))
+            rows = bundle.summaries.get(kind)
+            if rows and isinstance(bundle, FleetBundle) and len(rows) > MAX_FLEET_ROWS:
+                key = next((k for k in ("noise_pct", "max_ns") if k in rows[0]), None)
+                rows = noisiest(rows, key, MAX_FLEET_ROWS) if key else rows[:MAX_FLEET_ROWS]
+                lines.append(f"{prefix}{kind}: the {len(rows)} "
+                             f"{'noisiest (by ' + key + ')' if key else 'first'} of "
+                             f"{len(bundle.summaries[kind]):,} CPUs")
+            if rows:
+                sources.append((rows, prefix))
             elif isinstance(bundle, FleetBundle):  # per rank, the noisiest ones of a large fleet
                 sources += [(m.summaries[kind], f"{prefix}{node_names[id(m)]}: ")
                             for m in bundle.noisiest_nodes(MAX_RANK_TABLES) if m.summaries.get(kind)]
@@ -244,7 +260,7 @@ def summary_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
         if not tables and not figures:
             continue
         title = next((t.title for t, _ in made if t is not None), None) or figures[0].title
-        sections.append(Section(kind, title, list(tables), figures))
+        sections.append(Section(kind, title, [*lines, *tables], figures))
     return sections
 
 
@@ -295,6 +311,9 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
         except UsageError:  # no per-CPU figures to compare
             continue
         blocks: list[str | TableBlock] = list(method_lines(comparison))
+        if len(comparison.configurations) > MAX_NODE_ROWS:
+            comparison, line = significant_only(comparison)
+            blocks.append(line)
         for workload in comparison.workloads:
             blocks += [rich_to_block(t) for t in (stats_table(comparison, workload),
                                                    change_table(comparison, workload))
@@ -303,6 +322,18 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
         sections.append(Section(f"nodes-{len(sections)}", "Node against node"
                                 + (f": {name}" if several else ""), blocks))
     return sections
+
+
+def significant_only(comparison: Comparison) -> tuple[Comparison, str]:
+    """Of a comparison of many nodes, the baseline's rows and the significant changes
+    (the nodes that differ), and a line saying what is left out."""
+    kept = [r for r in comparison.rows if r.is_baseline or (r.change and r.change.significant)]
+    nodes = {r.configuration for r in kept if not r.is_baseline}
+    line = (f"{len(comparison.configurations) - 1:,} nodes against {comparison.baseline}: only the "
+            f"significant changes are shown ({len(kept) - sum(r.is_baseline for r in kept):,} "
+            f"of {sum(not r.is_baseline for r in comparison.rows):,}, on {len(nodes):,} nodes); "
+            f"`noisescope compare --by-node --format csv` lists them all")
+    return dataclasses.replace(comparison, rows=kept), line
 
 
 SectionBuilder = Callable[[list[Bundle], list[str]], "Section | list[Section] | None"]
