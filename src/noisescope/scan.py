@@ -62,7 +62,6 @@ BUFFER_MEMORY_SHARE = 0.25
 ALIGNED_PROBE_GAP_NS = 500_000_000
 
 
-
 class ScanProgress(Protocol):
     """Told when each probe starts and ends (fraction 0 and 1), and, when
     `live`, about once a second while it measures: each of those updates
@@ -94,6 +93,15 @@ class ScanOptions:
     start_mono_ns: int = 0  # first probe's first window (CLOCK_MONOTONIC); 0: as soon as ready
     trace: TraceOptions = TraceOptions()  # kernel tracing to explain detours
 
+    def check(self) -> None:
+        """What the options alone can get wrong (plan() checks them against the machine)."""
+        if not 1 <= self.priority <= 99:
+            raise UsageError(f"priority {self.priority} is out of range", "use 1-99")
+        unknown = [p for p in self.probes if p not in REGISTRY]
+        if unknown or not self.probes:
+            raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'}",
+                             f"choose from {','.join(REGISTRY)}")
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["cpus"] = list(self.cpus) if self.cpus is not None else None
@@ -124,12 +132,7 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
         if injection.cpu not in facts.online:
             raise UsageError(f"injection CPU {injection.cpu} is offline or does not exist",
                              f"pick from {facts.online_cpus}")
-    if not 1 <= options.priority <= 99:
-        raise UsageError(f"priority {options.priority} is out of range", "use 1-99")
-    unknown = [p for p in options.probes if p not in REGISTRY]
-    if unknown or not options.probes:
-        raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'}",
-                         f"choose from {','.join(REGISTRY)}")
+    options.check()
     notes: list[Diagnostic] = []
     priority, rt = prechecks.sampler_priority(options.priority, options.rt)
     privileges = {"root": "yes" if is_root() else "no", "rt": rt}
