@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import noisescope
+from noisescope.pmqos import cpu_latency_request
 from noisescope.privileges import can_use_fifo
 from noisescope.probes import Injection
 from noisescope.scan import SECOND, ScanOptions, scan
@@ -136,13 +137,16 @@ def injected_timerlat(measured_cpu):
         pytest.skip("needs SCHED_FIFO (root or CAP_SYS_NICE)")
 
     def measure():
-        return scan(ScanOptions(cpus=(measured_cpu,), duration_ns=2 * SECOND,
-                                probes=("timerlat",), rt=True, priority=50,
-                                interval_ns=INTERVAL_NS,
-                                injections=(Injection(measured_cpu, RATE_HZ, LENGTH_NS,
-                                                      "thread"),),
-                                trace=TraceOptions(wakeup_threshold_ns=1_000_000)),
-                    argv=["test"], kind="timerlat")
+        # idle states held to polling, as cyclictest does: on a VM a halted CPU
+        # wakes when the host gets round to it (100s of us late, often, here)
+        with cpu_latency_request(0):
+            return scan(ScanOptions(cpus=(measured_cpu,), duration_ns=2 * SECOND,
+                                    probes=("timerlat",), rt=True, priority=50,
+                                    interval_ns=INTERVAL_NS,
+                                    injections=(Injection(measured_cpu, RATE_HZ, LENGTH_NS,
+                                                          "thread"),),
+                                    trace=TraceOptions(wakeup_threshold_ns=1_000_000)),
+                        argv=["test"], kind="timerlat")
 
     def good(bundle):
         found = [i for i in matched(bundle) if i is not None]
@@ -154,10 +158,29 @@ def injected_timerlat(measured_cpu):
     return measure_quietly(measure, good, busy)
 
 
-def busy(bundle):  # time other tasks took, beyond what we injected
+# A wakeup the host delayed: its trace explains this much of it as the CPU gone
+# (hypervisor), a late interrupt or a slow exit from idle (VM wakeups of ~1 ms,
+# on the busy shared VM).
+HOST_DELAY_NS = 100_000
+
+
+def busy(bundle):
+    """Time other tasks took beyond what we injected; or, where the trace shows the
+    host holding back more than one wakeup in 20 (the upper latency bound allows
+    one in 20), that share, so that such an attempt is measured again."""
     s = bundle.summaries["timerlat"][0]
     injected = int(bundle.injections.duration_ns.sum())
-    return max(0, s["run_delay_ns"] - injected) / s["measured_ns"]
+    tasks = max(0, s["run_delay_ns"] - injected) / s["measured_ns"]
+    if not bundle.has_table("late_wakeup_causes"):
+        return tasks
+    causes = bundle.late_wakeup_causes.where(cause="unexplained")
+    per_wakeup: dict[int, int] = {}
+    for start, ns in zip(causes.start_ns.tolist(), causes.duration_ns.tolist(), strict=True):
+        per_wakeup[start] = per_wakeup.get(start, 0) + ns
+    delayed = sum(ns >= HOST_DELAY_NS for ns in per_wakeup.values())
+    host = delayed / max(1, bundle.injections.rows) if delayed > 0.05 * bundle.injections.rows \
+        else 0.0
+    return max(tasks, host)
 
 
 def test_injected_noise_shows_as_late_wakeups_and_missed_periods(injected_timerlat):
@@ -167,7 +190,10 @@ def test_injected_noise_shows_as_late_wakeups_and_missed_periods(injected_timerl
     its latencies say it overslept: check_consistent)."""
     bundle = injected_timerlat
     check_consistent(bundle)
-    found = np.array([int(bundle.timerlat.latency_ns[i]) for i in matched(bundle) if i is not None])
+    pairs = [(k, i) for k, i in enumerate(matched(bundle)) if i is not None]
+    found = np.array([int(bundle.timerlat.latency_ns[i]) for _, i in pairs])
+    # how long each spin took by the injector's own record (the host can stretch it)
+    spun = np.array([max(LENGTH_NS, int(bundle.injections.duration_ns[k])) for k, _ in pairs])
     injections = bundle.injections.rows
     assert 35 <= injections <= 41, injections  # 2 s at 20 Hz
     assert measured(bundle) >= 0.85 * injections  # a 3 ms spin at 20 Hz, 0.9 s windows
@@ -175,11 +201,11 @@ def test_injected_noise_shows_as_late_wakeups_and_missed_periods(injected_timerl
                                                                  busy(bundle))
     # The deadline of a matched wakeup lies within an interval of the spin's
     # start, and the thread gets the CPU back right after the spin's end (the
-    # switch takes tens of us here): a latency of the length +- an interval,
-    # with another interval of slack on either side (for the switch, on the
-    # high side; a late one, delayed by other noise too, now and then).
+    # switch takes tens of us here): a latency of the spin's length +- an
+    # interval, with another interval of slack on either side (for the switch,
+    # on the high side; a late one, delayed by other noise too, now and then).
     assert found.min() >= LENGTH_NS - 2 * INTERVAL_NS, np.sort(found)[:5]
-    assert np.mean(found <= LENGTH_NS + 2 * INTERVAL_NS) >= 0.95, np.sort(found)[-5:]
+    assert np.mean(found <= spun + 2 * INTERVAL_NS) >= 0.95, (found - spun).max()
     per_injection = LENGTH_NS // INTERVAL_NS - 1
     s = bundle.summaries["timerlat"][0]
     assert s["missed"] >= 0.95 * len(found) * per_injection, (s["missed"], len(found))
