@@ -33,13 +33,24 @@ def run_delay_fraction(bundle) -> float:
     return worst
 
 
+def host_fraction(bundle) -> float:
+    """Share of the detour probe's measured time that its trace explains by
+    nothing the guest did (the hypervisor's doing, on a VM); 0 untraced."""
+    if not bundle.has_table("detour_causes"):
+        return 0.0
+    causes = bundle.detour_causes.where(cause="unexplained")
+    measured = sum(s["measured_ns"] for s in bundle.summaries.get("detour", []))
+    return int(causes.duration_ns.sum()) / measured if measured else 0.0
+
+
 def measure_quietly(measure: Callable[[], T], good: Callable[[T], bool],
-                    busy: Callable[[T], float]) -> T:
+                    busy: Callable[[T], float], busy_fraction: float = BUSY_FRACTION) -> T:
     """Run `measure` until `good` holds, retrying (a bounded number of times)
-    only when another task took the sampler's CPU during the attempt."""
+    only when another task, or the host, took the sampler's CPU during the
+    attempt (`busy` at least `busy_fraction`)."""
     result = measure()
     for _ in range(ATTEMPTS - 1):
-        if good(result) or busy(result) < BUSY_FRACTION:
+        if good(result) or busy(result) < busy_fraction:
             break
         result = measure()
     return result
