@@ -217,15 +217,12 @@ def _workload(entry: dict, index: int, where: _Where, base: Path) -> Workload:
             metrics.append(Metric(metric_name, pattern, better))
         except UsageError as error:
             raise where.from_library(error, "workload", index, key=metric_name) from None
-    env = entry.get("env", {})
-    if not all(isinstance(v, str) for v in env.values()):
-        raise where.error(f"env values in {title} must be strings", _EXAMPLES["env"],
-                          "workload", index, "env")
+    env = _env(entry, where, "workload", index, title)
     cwd = entry.get("cwd")
     try:
         return Workload(name, argv, shell="shell" in entry,
                         cwd=str(base / cwd) if cwd is not None else str(base),
-                        env=tuple(env.items()), metrics=tuple(metrics))
+                        env=env, metrics=tuple(metrics))
     except UsageError as error:
         raise where.from_library(error, "workload", index) from None
 
@@ -246,8 +243,14 @@ def _configuration(entry: dict, index: int, where: _Where) -> Configuration:
         configuration = Configuration(entry["name"], placement, injections, smt=entry.get("smt"))
     except UsageError as error:
         raise where.from_library(error, "configuration", index, table=entry) from None
+    return replace(configuration, env=_env(entry, where, "configuration", index, title))
+
+
+def _env(entry: dict, where: _Where, section: str, index: int,
+         title: str) -> tuple[tuple[str, str], ...]:
+    """The `env` table of a workload or configuration: text values only."""
     env = entry.get("env", {})
     if not all(isinstance(v, str) for v in env.values()):
-        raise where.error(f"env values in {title} must be strings", _EXAMPLES["env"],
-                          "configuration", index, "env")
-    return replace(configuration, env=tuple(env.items()))
+        raise where.error(f"env values in {title} must be strings", _EXAMPLES["env"], section,
+                          index, "env")
+    return tuple(env.items())
