@@ -162,6 +162,26 @@ def test_a_comb_without_its_fundamental_is_one_source_and_the_tick_stays_apart()
     assert len(sources) == 2
 
 
+def test_a_weak_tick_beside_a_loud_host_timer_is_still_listed():
+    """As in a CI run: a 100 Hz host source held 11% of the power and the
+    tick's lines less than the 0.5% an unnamed source needs to be listed."""
+    from noisescope.analysis.spectrum import MIN_SHARE_PCT, Spectrum
+
+    rng = np.random.default_rng(9)
+    frequency = np.fft.rfftfreq(20_000, BIN_NS / 1e9)  # 1 Hz bins up to 10 kHz
+    power = rng.gamma(10, 1 / 10, len(frequency))
+    for f in range(100, 5001, 100):
+        power[f - 1:f + 2] += [600, 1200, 600]
+    power[249:252] += [4, 8, 4]  # the tick's fundamental only, well above the background
+    spec = Spectrum(frequency, power, BIN_NS, 20_000, 10)
+    sources = find_sources(spec, {250.0: "timer tick (HZ=250)"})
+    tick = [s for s in sources if s["name"] == "timer tick (HZ=250)"]
+    assert len(tick) == 1 and tick[0]["frequency_hz"] == pytest.approx(250, rel=0.002)
+    assert 0 < tick[0]["share_pct"] < MIN_SHARE_PCT
+    assert find_sources(spec)[0]["frequency_hz"] == pytest.approx(100, rel=0.002)
+    assert all(round(s["frequency_hz"]) != 250 for s in find_sources(spec))  # unnamed: too weak
+
+
 def test_a_line_at_a_known_frequency_is_never_a_harmonic_of_another():
     """A 125 Hz source (another task's timer) must not swallow the 250 Hz tick."""
     rng = np.random.default_rng(6)

@@ -39,8 +39,8 @@ MIN_CYCLES = 3  # a source must repeat at least this often per segment
 HARMONIC_EXCESS = 4.0  # a harmonic is at most this much stronger than the source's strongest line
 MAX_HARMONIC = 64
 MIN_COMB = 3  # sources needed to infer a fundamental that shows no line itself
-MAX_SOURCES = 8
-MIN_SHARE_PCT = 0.5  # weaker lines are listed in the spectrum table only
+MAX_SOURCES = 8  # unnamed ones; known ones (tick, injected) are always listed
+MIN_SHARE_PCT = 0.5  # weaker unnamed lines are listed in the spectrum table only
 NAME_TOLERANCE = 0.01  # a source within 1% of a known frequency takes its name
 CHUNK_SAMPLES = 65_536  # samples transformed at once: about 2 MB of temporaries
 
@@ -360,17 +360,23 @@ def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[
         sources, peaks, spec, keep=lambda s: name_for(s.frequency(spec.sampling_hz), known) is not None)
     total = float(spec.power[1:].sum() * spec.resolution_hz)
     listed = []
+    unnamed = 0
     for source in sorted(sources, key=lambda s: -s.lobe_power):
         share = 100.0 * source.lobe_power / total if total > 0 else 0.0
-        if share < MIN_SHARE_PCT or len(listed) == MAX_SOURCES:
-            break
         frequency = source.frequency(spec.sampling_hz)
+        name = name_for(frequency, known)
+        # a known source found is always listed, however small its share
+        # beside a loud one (the tick next to a busy host's 100 Hz timer)
+        if name is None:
+            if share < MIN_SHARE_PCT or unnamed == MAX_SOURCES:
+                continue
+            unnamed += 1
         listed.append({
             "frequency_hz": frequency,
             "harmonics": sorted(source.lines),
             "share_pct": share,
             "strength_db": source.strongest.strength_db,
-            "name": name_for(frequency, known),
+            "name": name,
         })
     return listed
 
