@@ -24,6 +24,8 @@ import numpy as np
 from noisescope import _native
 from noisescope.clock import measurement_clock
 from noisescope.host import read_host_facts
+from noisescope.probes.detour import DETOUR, DetourSettings
+from noisescope.probes.native import Ring, run_native, window_buffers
 from noisescope.probes.schedule import plan_windows
 
 HERE = Path(__file__).parent
@@ -47,15 +49,15 @@ def plain_round(lib, cpu: int, ticks: int, threshold: int) -> float:
 
 
 def noisescope_round(cpu: int, seconds: float, threshold: int, ticks_per_ns: float) -> float:
+    """The loop as a scan runs it: its detours drained from the ring while it runs."""
     schedule, _ = plan_windows(int(seconds * 1e9), rt=False, runtime_ns=int(seconds * 1e9))
+    slots = DETOUR.ring_size(DetourSettings(threshold_ns=1000), schedule, 1)
     spec = {"cpu": cpu, "priority": 0, "threshold_ticks": threshold, "hourglass_ticks": 1000,
-            "start": np.empty(1 << 20, np.uint64), "length": np.empty(1 << 20, np.uint64),
+            "start": np.empty(slots, np.uint64), "length": np.empty(slots, np.uint64),
             "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
-            "window_start": np.empty(schedule.windows, np.uint64),
-            "window_end": np.empty(schedule.windows, np.uint64)}
-    samplers, _ = _native.run("detour", [spec], [], schedule.native(0, ticks_per_ns),
-                              np.zeros(2, np.int64))
-    result = samplers[0]
+            **window_buffers(schedule)}
+    run = run_native("detour", [spec], [], schedule, ticks_per_ns, ring=Ring("start", "length"))
+    result = run.samplers[0]
     measured = int(spec["window_end"][0]) - int(spec["window_start"][0])
     return (measured - result["lost_ticks"]) / int(spec["histogram"].sum())
 

@@ -148,14 +148,14 @@ def plan(options: ScanOptions, facts: HostFacts) -> ScanPlan:
 
 def check_buffers(options: ScanOptions, schedule: WindowSchedule, ncpus: int,
                   available: int | None) -> None:
-    """Refuse (before measuring) a scan whose preallocated buffers (samples and
-    windows of each probe, for every CPU) would not fit BUFFER_MEMORY_SHARE of
-    the available memory: the tables made from them after measuring need as much again."""
+    """Refuse (before measuring) a scan whose preallocated buffers (the rings of
+    samples and the windows of each probe, for every CPU) would not fit
+    BUFFER_MEMORY_SHARE of the available memory."""
     if available is None:
         return
     allowed_kib = available * BUFFER_MEMORY_SHARE
     for probe in options.probes:
-        samples = (REGISTRY[probe].capacity(REGISTRY[probe].settings(options), schedule, ncpus)
+        samples = (REGISTRY[probe].ring_size(REGISTRY[probe].settings(options), schedule, ncpus)
                    + schedule.windows)
         need_kib = samples * SAMPLE_BYTES * ncpus / 1024
         if need_kib > allowed_kib:

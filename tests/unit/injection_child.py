@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from noisescope.probes.native import control_array
 from noisescope import _native
 
 SI_QUEUE, SI_TIMER = -1, -2  # <asm-generic/siginfo.h>
@@ -51,7 +52,7 @@ class InjectedRun:
         self.thread.start()
 
     def _run(self, schedule: dict) -> None:
-        self.samplers, _ = _native.run("idle", [self.spec], [], schedule, np.zeros(2, np.int64))
+        self.samplers, _ = _native.run("idle", [self.spec], [], schedule, control_array(1))
 
     def report(self) -> dict:
         self.thread.join()

@@ -58,7 +58,8 @@ static int detour(int argc, char **argv)
 {
     static uint64_t start[64], length[64], histogram[NS_HIST_BINS];
     struct ns_detour d = {.threshold = strtoull(argv[0], NULL, 0), .hourglass_cut = 1000,
-                          .start = {start, 64}, .length = {length, 64}, .histogram = histogram};
+                          .samples = {.first = {start, 64}, .second = {length, 64}},
+                          .histogram = histogram};
     script = LIST;
     nreadings = (size_t)argc - 1;
     readings = calloc(nreadings, sizeof *readings);
@@ -74,7 +75,7 @@ static int detour(int argc, char **argv)
     printf("detours=%" PRIu64 " lost=%" PRIu64 " max_gap=%" PRIu64 " backwards=%" PRIu64
            " gaps=%" PRIu64 " lengths=",
            d.detours, d.lost_ticks, d.max_gap, d.clock_backwards, gaps);
-    for (size_t i = 0; i < d.stored; i++)
+    for (size_t i = 0; i < d.samples.written; i++)
         printf("%s%" PRIu64, i ? "," : "", length[i]);
     printf("\n");
     return 0;
@@ -95,13 +96,13 @@ static int windows(char **argv)
 {
     const uint64_t canary = 0x5afe5afe5afe5afeull;
     uint64_t window_start[3], window_end[3] = {0, canary, canary};
-    int64_t control[2] = {0, 0};
+    int64_t control[2 * NS_CONTROL_STRIDE] = {0};
     struct ns_thread thread = {.cpu = atoi(argv[0]), .kind = NS_PROBE_IDLE,
                                .window_start = {window_start, 3},
                                .window_end = {window_end, 1}};
     struct ns_schedule schedule = {.runtime_ns = 1000000, .period_ns = 1000000,
                                    .last_runtime_ns = 1000000, .windows = 3, .ticks_per_ns = 1.0};
-    struct ns_control ctl = {.stop = control, .progress = control + 1};
+    struct ns_control ctl = {.stop = control, .threads = control + NS_CONTROL_STRIDE};
     int error = ns_run(&thread, 1, NULL, 0, &schedule, &ctl);
     printf("error=%d thread_error=%d windows=%zu canaries=%s\n", error, thread.error,
            thread.windows_done,

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from noisescope import _native
+from noisescope.probes.native import control_array
 
 
 def schedule():
@@ -24,33 +25,33 @@ def test_rejects_buffers_of_the_wrong_type():
     with pytest.raises(TypeError, match="64-bit"):
         _native.run("detour", [detour_spec(start=np.zeros(16, np.float32),
                                            length=np.zeros(16, np.float32))], [], schedule(),
-                    np.zeros(2, np.int64))
+                    control_array(1))
 
 
 def test_rejects_read_only_buffers():
     frozen = np.zeros(16, np.uint64)
     frozen.flags.writeable = False
     with pytest.raises((BufferError, ValueError, TypeError)):
-        _native.run("detour", [detour_spec(start=frozen)], [], schedule(), np.zeros(2, np.int64))
+        _native.run("detour", [detour_spec(start=frozen)], [], schedule(), control_array(1))
 
 
 def test_rejects_missing_keys_and_unknown_probes():
     spec = detour_spec()
     del spec["threshold_ticks"]
     with pytest.raises(KeyError):
-        _native.run("detour", [spec], [], schedule(), np.zeros(2, np.int64))
+        _native.run("detour", [spec], [], schedule(), control_array(1))
     with pytest.raises(ValueError, match="unknown probe"):
-        _native.run("nope", [], [], schedule(), np.zeros(1, np.int64))
+        _native.run("nope", [], [], schedule(), control_array(0))
 
 
 def test_rejects_a_short_control_array():
     with pytest.raises(ValueError, match="control"):
-        _native.run("detour", [detour_spec()], [], schedule(), np.zeros(1, np.int64))
+        _native.run("detour", [detour_spec()], [], schedule(), control_array(0))
 
 
 def test_a_short_run_counts_every_iteration():
     spec = detour_spec()
-    samplers, _ = _native.run("detour", [spec], [], schedule(), np.zeros(2, np.int64))
+    samplers, _ = _native.run("detour", [spec], [], schedule(), control_array(1))
     result = samplers[0]
     assert result["error"] == 0 and result["windows"] == 1
     assert spec["histogram"].sum() > 1000  # 10 ms of a loop of tens of ns
@@ -59,6 +60,6 @@ def test_a_short_run_counts_every_iteration():
 
 def test_a_bad_cpu_is_reported_per_thread():
     spec = detour_spec(cpu=100_000)
-    samplers, _ = _native.run("detour", [spec], [], schedule(), np.zeros(2, np.int64))
+    samplers, _ = _native.run("detour", [spec], [], schedule(), control_array(1))
     assert samplers[0]["error"] != 0
     assert samplers[0]["error_stage"] == "sched_setaffinity"

@@ -23,6 +23,7 @@ from noisescope.clock import measurement_clock
 from noisescope.diagnostics import Code
 from noisescope.probes import detour as detour_probe
 from noisescope.probes.base import ProbeContext
+from noisescope.probes.native import control_array
 from noisescope.probes.schedule import plan_windows
 
 from ..helpers import RT, measure_quietly
@@ -50,7 +51,7 @@ def detour_spec(**overrides) -> dict:
 
 
 def run_detour(spec: dict, windows: int = 2) -> dict:
-    samplers, _ = _native.run("detour", [spec], [], schedule(windows), np.zeros(2, np.int64))
+    samplers, _ = _native.run("detour", [spec], [], schedule(windows), control_array(1))
     return samplers[0]
 
 

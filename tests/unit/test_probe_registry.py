@@ -41,7 +41,7 @@ class IdleProbe(Probe):
         if duration_ns < 2 * RUNTIME_NS:
             raise UsageError("too short to sleep twice", f"use a longer {option('duration_ns')}")
 
-    def capacity(self, settings, schedule, ncpus: int) -> int:
+    def expected_samples(self, settings, schedule, ncpus: int) -> int:
         return 0  # no samples, only windows
 
     def specs(self, ctx, settings) -> list[dict]:

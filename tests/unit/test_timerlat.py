@@ -7,6 +7,7 @@ import pytest
 
 from noisescope import _native
 from noisescope.pmqos import cpu_latency_request
+from noisescope.probes.native import control_array
 from noisescope.probes.summary import linear_histogram_quantiles
 from noisescope.probes.timerlat import histogram_table
 
@@ -27,15 +28,15 @@ SCHEDULE = {"start_mono_ns": 0, "runtime_ns": 20_000_000, "period_ns": 20_000_00
 def test_binding_rejects_a_zero_interval_and_mismatched_series():
     with pytest.raises(ValueError, match="timerlat"):
         _native.run("timerlat", [timerlat_spec(interval_ns=0)], [], SCHEDULE,
-                    np.zeros(2, np.int64))
-    with pytest.raises(ValueError, match="timerlat"):
+                    control_array(1))
+    with pytest.raises(ValueError, match="latency.*wakeup.*differ"):
         _native.run("timerlat", [timerlat_spec(wakeup=np.zeros(3, np.uint64))], [], SCHEDULE,
-                    np.zeros(2, np.int64))
+                    control_array(1))
 
 
 def test_every_deadline_of_a_window_is_sampled_or_missed():
     spec = timerlat_spec()
-    result = _native.run("timerlat", [spec], [], SCHEDULE, np.zeros(2, np.int64))[0][0]
+    result = _native.run("timerlat", [spec], [], SCHEDULE, control_array(1))[0][0]
     assert result["error"] == 0
     assert result["samples"] + result["missed"] == 20  # 20 ms at 1 ms
     assert result["stored"] == result["samples"]
@@ -47,7 +48,7 @@ def test_every_deadline_of_a_window_is_sampled_or_missed():
 
 def test_without_a_series_only_the_histogram_counts():
     spec = timerlat_spec(latency=np.zeros(0, np.uint64), wakeup=np.zeros(0, np.uint64))
-    result = _native.run("timerlat", [spec], [], SCHEDULE, np.zeros(2, np.int64))[0][0]
+    result = _native.run("timerlat", [spec], [], SCHEDULE, control_array(1))[0][0]
     assert result["stored"] == 0 and result["overflow"] == 0
     assert spec["histogram"].sum() + result["histogram_overflow"] == result["samples"] > 0
 

@@ -16,13 +16,7 @@ static void detour_record(struct ns_detour *d, uint64_t start, uint64_t gap)
         return;
     d->detours++;
     d->lost_ticks += gap;
-    if (d->stored < d->start.capacity) {
-        d->start.data[d->stored] = start;
-        d->length.data[d->stored] = gap;
-        d->stored++;
-    } else {
-        d->overflow++;
-    }
+    ns_ring_push(&d->samples, start, gap);
 }
 
 uint64_t ns_detour_window(struct ns_detour *d, uint64_t prev, uint64_t end,

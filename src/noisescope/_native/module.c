@@ -109,6 +109,21 @@ static int parse_injection(PyObject *dict, struct borrowed *b, struct ns_injecti
     return 0;
 }
 
+/* Borrows the two buffers of a thread's ring (of the same length). */
+static int get_ring(PyObject *dict, const char *first, const char *second, struct borrowed *b,
+                    struct ns_ring *ring)
+{
+    if (get_series(dict, first, b, &ring->first) < 0 ||
+        get_series(dict, second, b, &ring->second) < 0)
+        return -1;
+    if (ring->first.capacity != ring->second.capacity) {
+        PyErr_Format(PyExc_ValueError, "native run: buffers '%s' and '%s' differ in length",
+                     first, second);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed *b,
                        struct ns_thread *t)
 {
@@ -118,11 +133,10 @@ static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed 
         struct ns_series histogram;
         if (get_u64(dict, "threshold_ticks", &d->threshold) < 0 ||
             get_u64(dict, "hourglass_ticks", &d->hourglass_cut) < 0 ||
-            get_series(dict, "start", b, &d->start) < 0 ||
-            get_series(dict, "length", b, &d->length) < 0 ||
+            get_ring(dict, "start", "length", b, &d->samples) < 0 ||
             get_series(dict, "histogram", b, &histogram) < 0)
             return -1;
-        if (histogram.capacity != NS_HIST_BINS || d->start.capacity != d->length.capacity) {
+        if (histogram.capacity != NS_HIST_BINS) {
             PyErr_SetString(PyExc_ValueError, "native run: bad detour buffers");
             return -1;
         }
@@ -142,10 +156,10 @@ static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed 
         struct ns_ftq *f = &t->probe.ftq;
         if (get_u64(dict, "quantum_ticks", &f->quantum) < 0 ||
             get_u64(dict, "unit_iters", &f->unit_iters) < 0 ||
-            get_series(dict, "start", b, &f->start) < 0 || get_series(dict, "work", b, &f->work) < 0)
+            get_ring(dict, "start", "work", b, &f->samples) < 0)
             return -1;
-        if (f->quantum == 0 || f->start.capacity != f->work.capacity) {
-            PyErr_SetString(PyExc_ValueError, "native run: bad FTQ buffers or quantum");
+        if (f->quantum == 0) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad FTQ quantum");
             return -1;
         }
         return 0;
@@ -154,13 +168,8 @@ static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed 
         struct ns_fwq *f = &t->probe.fwq;
         if (get_u64(dict, "work_units", &f->work_units) < 0 ||
             get_u64(dict, "unit_iters", &f->unit_iters) < 0 ||
-            get_series(dict, "start", b, &f->start) < 0 ||
-            get_series(dict, "duration", b, &f->duration) < 0)
+            get_ring(dict, "start", "duration", b, &f->samples) < 0)
             return -1;
-        if (f->start.capacity != f->duration.capacity) {
-            PyErr_SetString(PyExc_ValueError, "native run: bad FWQ buffers");
-            return -1;
-        }
         return 0;
     }
     case NS_PROBE_TIMERLAT: {
@@ -168,11 +177,10 @@ static int parse_probe(enum ns_probe_kind kind, PyObject *dict, struct borrowed 
         struct ns_series histogram;
         if (get_u64(dict, "interval_ns", &tl->interval_ns) < 0 ||
             get_series(dict, "histogram", b, &histogram) < 0 ||
-            get_series(dict, "latency", b, &tl->latency) < 0 ||
-            get_series(dict, "wakeup", b, &tl->wakeup) < 0)
+            get_ring(dict, "latency", "wakeup", b, &tl->series) < 0)
             return -1;
-        if (tl->interval_ns == 0 || tl->latency.capacity != tl->wakeup.capacity) {
-            PyErr_SetString(PyExc_ValueError, "native run: bad timerlat buffers or interval");
+        if (tl->interval_ns == 0) {
+            PyErr_SetString(PyExc_ValueError, "native run: bad timerlat interval");
             return -1;
         }
         tl->histogram = histogram.data;
@@ -248,10 +256,13 @@ static PyObject *thread_result(const struct ns_thread *t)
     SET_U64(r, "involuntary_switches", t->involuntary_switches);
     SET_U64(r, "minor_faults", t->minor_faults);
     SET_U64(r, "major_faults", t->major_faults);
+    const struct ns_ring *ring = ns_thread_ring((struct ns_thread *)t);
+    if (ring != NULL) {
+        SET_U64(r, "stored", ring->written);
+        SET_U64(r, "overflow", ring->dropped);
+    }
     switch (t->kind) {
     case NS_PROBE_DETOUR:
-        SET_U64(r, "stored", t->probe.detour.stored);
-        SET_U64(r, "overflow", t->probe.detour.overflow);
         SET_U64(r, "detours", t->probe.detour.detours);
         SET_U64(r, "lost_ticks", t->probe.detour.lost_ticks);
         SET_U64(r, "max_gap_ticks", t->probe.detour.max_gap);
@@ -260,19 +271,12 @@ static PyObject *thread_result(const struct ns_thread *t)
         SET_U64(r, "clock_backwards", t->probe.detour.clock_backwards);
         break;
     case NS_PROBE_FTQ:
-        SET_U64(r, "stored", t->probe.ftq.stored);
-        SET_U64(r, "overflow", t->probe.ftq.overflow);
-        break;
     case NS_PROBE_FWQ:
-        SET_U64(r, "stored", t->probe.fwq.stored);
-        SET_U64(r, "overflow", t->probe.fwq.overflow);
         break;
     case NS_PROBE_TIMERLAT: {
         const struct ns_timerlat *tl = &t->probe.timerlat;
         SET_U64(r, "samples", tl->samples);
         SET_U64(r, "missed", tl->missed);
-        SET_U64(r, "stored", tl->stored);
-        SET_U64(r, "overflow", tl->overflow);
         SET_U64(r, "histogram_overflow", tl->histogram_overflow);
         SET_U64(r, "min_ns", tl->samples ? tl->min_ns : 0);
         SET_U64(r, "max_ns", tl->max_ns);
@@ -318,7 +322,9 @@ fail:
 PyDoc_STRVAR(run_doc,
              "run(probe, threads, injectors, schedule, control) -> (sampler results, injector "
              "results)\n\nRuns one probe on every CPU in `threads` (list of dicts) with the "
-             "GIL released.\n`control` is an int64 array: [stop flag, progress per thread...].");
+             "GIL released.\n`control` is an int64 array of (1 + threads) * CONTROL_STRIDE slots: the "
+             "stop flag first, then per thread its progress (windows done), the samples its ring "
+             "has published and those the caller has taken (SLOT_PROGRESS, SLOT_PUBLISHED, SLOT_TAKEN).");
 
 static PyObject *native_run(PyObject *self, PyObject *args)
 {
@@ -404,12 +410,21 @@ static PyObject *native_run(PyObject *self, PyObject *args)
     struct ns_series control;
     if (borrow_series(control_obj, "control", &b, &control) < 0)
         goto done;
-    if (control.capacity < (size_t)nthreads + 1) {
-        PyErr_SetString(PyExc_ValueError, "native run: control needs 1 + one slot per thread");
+    if (control.capacity < ((size_t)nthreads + 1) * NS_CONTROL_STRIDE) {
+        PyErr_SetString(PyExc_ValueError,
+                        "native run: control needs CONTROL_STRIDE slots per thread, and as many "
+                        "before them");
         goto done;
     }
     struct ns_control ctl = {.stop = (volatile int64_t *)control.data,
-                             .progress = (volatile int64_t *)control.data + 1};
+                             .threads = (volatile int64_t *)control.data + NS_CONTROL_STRIDE};
+    for (Py_ssize_t i = 0; i < nthreads; i++) {
+        struct ns_ring *ring = ns_thread_ring(&threads[i]);
+        if (ring != NULL) {
+            ring->published = ctl.threads + i * NS_CONTROL_STRIDE + NS_SLOT_PUBLISHED;
+            ring->taken = ctl.threads + i * NS_CONTROL_STRIDE + NS_SLOT_TAKEN;
+        }
+    }
 
     int error;
     Py_BEGIN_ALLOW_THREADS
@@ -589,7 +604,11 @@ PyMODINIT_FUNC PyInit__native(void)
         return NULL;
     if (PyModule_AddIntConstant(m, "HAS_TSC", NS_HAVE_TSC) < 0 ||
         PyModule_AddIntConstant(m, "HISTOGRAM_BINS", NS_HIST_BINS) < 0 ||
-        PyModule_AddIntConstant(m, "HISTOGRAM_FLOOR_TICKS", NS_HIST_FLOOR) < 0) {
+        PyModule_AddIntConstant(m, "HISTOGRAM_FLOOR_TICKS", NS_HIST_FLOOR) < 0 ||
+        PyModule_AddIntConstant(m, "CONTROL_STRIDE", NS_CONTROL_STRIDE) < 0 ||
+        PyModule_AddIntConstant(m, "SLOT_PROGRESS", NS_SLOT_PROGRESS) < 0 ||
+        PyModule_AddIntConstant(m, "SLOT_PUBLISHED", NS_SLOT_PUBLISHED) < 0 ||
+        PyModule_AddIntConstant(m, "SLOT_TAKEN", NS_SLOT_TAKEN) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -29,17 +29,46 @@ struct ns_series {
     size_t capacity;
 };
 
+/* The samples a thread hands over while it measures: a ring of pairs that
+ * the caller drains as the run goes on (and once more after it). The thread
+ * never waits for the caller: a pair that finds no free slot is counted as
+ * dropped. `written` counts the pairs stored so far; the thread publishes it
+ * through *published after each pair, and the caller says through *taken how
+ * many it has copied out (both are slots of the control array). */
+struct ns_ring {
+    struct ns_series first, second; /* the same capacity */
+    uint64_t written, dropped;
+    volatile int64_t *published, *taken; /* NULL: nobody drains (a buffer that fills once) */
+};
+
+static inline void ns_ring_push(struct ns_ring *r, uint64_t first, uint64_t second)
+{
+    size_t capacity = r->first.capacity;
+    uint64_t taken = r->taken ? (uint64_t)__atomic_load_n(r->taken, __ATOMIC_ACQUIRE) : 0;
+    if (capacity == 0)
+        return;
+    if (r->written - taken >= capacity) {
+        r->dropped++;
+        return;
+    }
+    size_t slot = (size_t)(r->written % capacity);
+    r->first.data[slot] = first;
+    r->second.data[slot] = second;
+    r->written++;
+    if (r->published)
+        __atomic_store_n(r->published, (int64_t)r->written, __ATOMIC_RELEASE);
+}
+
 /* Detour sampler: tight tick loop, every gap goes into the histogram, gaps
  * at or above `threshold` are stored as (start, length). */
 struct ns_detour {
     uint64_t threshold;     /* ticks */
     uint64_t hourglass_cut; /* ticks; Hourglass counts the gaps above it (1 us) */
     uint64_t rare_cut;      /* gaps above this take the slow path (set by the runner) */
-    struct ns_series start, length;
+    struct ns_ring samples; /* (start, length) of each detour */
     uint64_t *histogram; /* NS_HIST_BINS counters */
     /* results */
-    size_t stored;
-    uint64_t detours, overflow, lost_ticks, max_gap, hourglass_gaps;
+    uint64_t detours, lost_ticks, max_gap, hourglass_gaps;
     uint64_t clock_backwards; /* steps where the clock read less than before */
     uint64_t resolution; /* ns_loop_resolution_ticks() on this CPU before the run */
 };
@@ -48,17 +77,15 @@ struct ns_detour {
 struct ns_ftq {
     uint64_t quantum;    /* ticks */
     uint64_t unit_iters; /* iterations of ns_work_unit per unit */
-    struct ns_series start, work;
-    size_t stored;
-    uint64_t overflow, sink;
+    struct ns_ring samples; /* (start, work) of each quantum */
+    uint64_t sink;
 };
 
 /* Fixed work quantum: ticks taken by `work_units` units, repeatedly. */
 struct ns_fwq {
     uint64_t work_units, unit_iters;
-    struct ns_series start, duration;
-    size_t stored;
-    uint64_t overflow, sink;
+    struct ns_ring samples; /* (start, duration) of each sample */
+    uint64_t sink;
 };
 
 /* Timer latency (cyclictest): sleep to absolute CLOCK_MONOTONIC deadlines
@@ -72,10 +99,9 @@ struct ns_timerlat {
     uint64_t interval_ns;
     uint64_t *histogram; /* histogram_buckets counters, bucket k: [k, k+1) us */
     size_t histogram_buckets;
-    struct ns_series latency, wakeup; /* optional (capacity 0): ns, ticks */
+    struct ns_ring series; /* (latency ns, wakeup ticks); optional (capacity 0) */
     /* results */
-    size_t stored;
-    uint64_t samples, missed, overflow, histogram_overflow;
+    uint64_t samples, missed, histogram_overflow;
     uint64_t min_ns, max_ns, sum_ns;
     uint64_t last_wakeup_mono; /* carried from one window to the next */
 };
@@ -127,11 +153,22 @@ struct ns_thread {
     uint64_t minor_faults, major_faults;
 };
 
-/* Shared between the caller and the threads while a run is going. */
-struct ns_control {
-    volatile int64_t *stop;     /* set non-zero to end the run at the next check */
-    volatile int64_t *progress; /* windows completed, one slot per sampler thread */
+/* Shared between the caller and the threads while a run is going: the stop
+ * flag, then NS_CONTROL_STRIDE slots (a cache line) per sampler thread, so
+ * that a thread publishing its samples does not slow down the others. */
+#define NS_CONTROL_STRIDE 8
+enum ns_control_slot {
+    NS_SLOT_PROGRESS,  /* windows completed */
+    NS_SLOT_PUBLISHED, /* the thread's ring: pairs written */
+    NS_SLOT_TAKEN,     /* the thread's ring: pairs the caller copied out */
 };
+struct ns_control {
+    volatile int64_t *stop;    /* set non-zero to end the run at the next check */
+    volatile int64_t *threads; /* NS_CONTROL_STRIDE slots per sampler thread */
+};
+
+/* The ring a thread's probe fills, NULL for a probe without one. */
+struct ns_ring *ns_thread_ring(struct ns_thread *t);
 
 /* Runs the whole thing and returns when every thread has finished. Returns 0,
  * or an errno when the run could not start at all (thread creation). */

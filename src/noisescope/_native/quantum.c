@@ -16,13 +16,7 @@ uint64_t ns_ftq_window(struct ns_ftq *f, uint64_t begin, uint64_t end, volatile 
         if (now < deadline)
             continue;
         while (now >= deadline && deadline <= end) {
-            if (f->stored < f->start.capacity) {
-                f->start.data[f->stored] = deadline - f->quantum;
-                f->work.data[f->stored] = done;
-                f->stored++;
-            } else {
-                f->overflow++;
-            }
+            ns_ring_push(&f->samples, deadline - f->quantum, done);
             done = 0;
             deadline += f->quantum;
         }
@@ -41,13 +35,7 @@ uint64_t ns_fwq_window(struct ns_fwq *f, uint64_t begin, uint64_t end, volatile 
         for (uint64_t u = 0; u < f->work_units; u++)
             x = ns_work_unit(x, f->unit_iters);
         now = ns_ticks();
-        if (f->stored < f->start.capacity) {
-            f->start.data[f->stored] = started;
-            f->duration.data[f->stored] = now - started;
-            f->stored++;
-        } else {
-            f->overflow++;
-        }
+        ns_ring_push(&f->samples, started, now - started);
     } while (now < end && !*stop);
     f->sink = x;
     return now;

@@ -103,29 +103,33 @@ static void touch_stack(void)
     memset((char *)stack, 0, sizeof stack);
 }
 
-static void touch_probe(struct ns_thread *t)
+struct ns_ring *ns_thread_ring(struct ns_thread *t)
 {
     switch (t->kind) {
     case NS_PROBE_DETOUR:
-        ns_detour_prepare(&t->probe.detour);
-        touch_series(&t->probe.detour.start);
-        touch_series(&t->probe.detour.length);
-        break;
+        return &t->probe.detour.samples;
     case NS_PROBE_FTQ:
-        touch_series(&t->probe.ftq.start);
-        touch_series(&t->probe.ftq.work);
-        break;
+        return &t->probe.ftq.samples;
     case NS_PROBE_FWQ:
-        touch_series(&t->probe.fwq.start);
-        touch_series(&t->probe.fwq.duration);
-        break;
+        return &t->probe.fwq.samples;
     case NS_PROBE_TIMERLAT:
-        ns_timerlat_prepare(&t->probe.timerlat);
-        touch_series(&t->probe.timerlat.latency);
-        touch_series(&t->probe.timerlat.wakeup);
-        break;
+        return &t->probe.timerlat.series;
     case NS_PROBE_IDLE:
         break;
+    }
+    return NULL;
+}
+
+static void touch_probe(struct ns_thread *t)
+{
+    if (t->kind == NS_PROBE_DETOUR)
+        ns_detour_prepare(&t->probe.detour);
+    if (t->kind == NS_PROBE_TIMERLAT)
+        ns_timerlat_prepare(&t->probe.timerlat);
+    struct ns_ring *ring = ns_thread_ring(t);
+    if (ring != NULL) {
+        touch_series(&ring->first);
+        touch_series(&ring->second);
     }
     touch_series(&t->window_start);
     touch_series(&t->window_end);
@@ -224,7 +228,7 @@ static void run_windows(struct ns_thread *t, size_t index, const struct ns_sched
             t->window_end.data[w] = last_end;
         }
         t->windows_done = w + 1;
-        control->progress[index] = (int64_t)(w + 1);
+        control->threads[index * NS_CONTROL_STRIDE + NS_SLOT_PROGRESS] = (int64_t)(w + 1);
     }
 }
 

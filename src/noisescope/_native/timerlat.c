@@ -24,13 +24,7 @@ static void timerlat_record(struct ns_timerlat *tl, uint64_t latency, uint64_t w
         tl->histogram[bucket]++;
     else
         tl->histogram_overflow++;
-    if (tl->stored < tl->latency.capacity) {
-        tl->latency.data[tl->stored] = latency;
-        tl->wakeup.data[tl->stored] = woke_ticks;
-        tl->stored++;
-    } else if (tl->latency.capacity > 0) {
-        tl->overflow++;
-    }
+    ns_ring_push(&tl->series, latency, woke_ticks);
 }
 
 /* Counts as missed the deadlines from `deadline` on that `woke` has passed

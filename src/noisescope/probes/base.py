@@ -14,7 +14,7 @@ from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError, option
 from ..tables import Table, repeated
 from .injection import Injection
-from .native import NativeRun, ProgressCallback, run_native, window_buffers
+from .native import NativeRun, ProgressCallback, Ring, ring_size, run_native, window_buffers
 from .schedule import WindowSchedule
 
 
@@ -85,6 +85,9 @@ class Probe:
     default: ClassVar[bool] = True  # measured by `scan` unless --probes says otherwise
     tables: ClassVar[tuple[str, ...]] = ()  # what it records besides windows and injections
     constants: ClassVar[dict[str, Any]] = {}  # fixed parameters the manifest records
+    # the two buffers of each spec that the sampler hands its samples over in
+    # while it runs (a ring drained as they come), if it has samples
+    ring: ClassVar[tuple[str, str] | None] = None
 
     def settings(self, options: Any) -> Any:
         return self.Settings(**{f.name: getattr(options, f.name) for f in fields(self.Settings)})
@@ -99,9 +102,18 @@ class Probe:
     def check_clock(self, settings: Any, clock: MeasurementClock) -> None:
         """Against the measurement clock (known last)."""
 
-    def capacity(self, settings: Any, schedule: WindowSchedule, ncpus: int) -> int:
-        """The samples the probe preallocates room for on each CPU."""
+    def expected_samples(self, settings: Any, schedule: WindowSchedule, ncpus: int) -> int:
+        """The samples a CPU is expected to store in the run (at most)."""
         raise NotImplementedError
+
+    def stored_limit(self, settings: Any) -> int | None:
+        """The most samples a CPU stores (the rest are counted), None for no limit."""
+        return None
+
+    def ring_size(self, settings: Any, schedule: WindowSchedule, ncpus: int) -> int:
+        """The slots of each CPU's ring, preallocated before the run."""
+        return ring_size(self.expected_samples(settings, schedule, ncpus), schedule.measured_ns,
+                         ncpus)
 
     def specs(self, ctx: ProbeContext, settings: Any) -> list[dict]:
         """One native spec per CPU of ctx.cpus (probe-specific keys and buffers)."""
@@ -118,7 +130,8 @@ class Probe:
 
     def run(self, ctx: ProbeContext, settings: Any) -> ProbeResult:
         specs = self.specs(ctx, settings)
-        done = execute(self.name, ctx, specs)
+        ring = Ring(*self.ring, limit=self.stored_limit(settings)) if self.ring else None
+        done = execute(self.name, ctx, specs, ring)
         parts: dict[str, list[Table]] = {name: [] for name in self.tables}
         summaries = []
         for spec, native in zip(specs, done.run.samplers, strict=False):
@@ -144,8 +157,11 @@ def check_errors(results: list[dict], what: str) -> None:
             raise UsageError(f"{what} on CPU {cpu} failed: {stage}: {reason}", hint)
 
 
-def execute(probe: str, ctx: ProbeContext, specs: list[dict]) -> Execution:
-    """Run `probe` with one spec per CPU of ctx.cpus (probe-specific keys)."""
+def execute(probe: str, ctx: ProbeContext, specs: list[dict], ring: Ring | None = None
+            ) -> Execution:
+    """Run `probe` with one spec per CPU of ctx.cpus (probe-specific keys); the
+    samples of each spec's `ring`, if given, are drained while it runs and
+    handed back in its place."""
     elapsed = ctx.schedule.elapsed_ns
     by_cpu = {spec["cpu"]: spec for spec in specs}
     for spec in specs:
@@ -162,7 +178,7 @@ def execute(probe: str, ctx: ProbeContext, specs: list[dict]) -> Execution:
         else:
             injectors.append(native)
     run = run_native(probe, specs, injectors, ctx.schedule, ctx.clock.ticks_per_ns,
-                     start_mono_ns=ctx.start_mono_ns, progress=ctx.progress)
+                     start_mono_ns=ctx.start_mono_ns, progress=ctx.progress, ring=ring)
     check_errors(run.samplers, f"{probe} sampler")
     check_errors([{**r, "cpu": s["cpu"]} for r, s in zip(run.injectors, injectors, strict=False)],
                   "injector")
@@ -235,9 +251,12 @@ def busy_diagnostics(probe: str, summaries: list[dict]) -> list[Diagnostic]:
     return notes
 
 
-def overflow_diagnostics(summaries: list[dict], items: str, capacity: int) -> list[Diagnostic]:
-    """A CPU's buffer filled up: the rest was counted (and histogrammed), not stored."""
+def overflow_diagnostics(summaries: list[dict], items: str, limit: int | None,
+                         ring: int) -> list[Diagnostic]:
+    """Samples a CPU counted but did not store: beyond the limit asked for, or
+    because its ring of `ring` slots was full (the drainer fell behind)."""
+    why = (f"beyond the limit of {limit} per CPU" if limit is not None else
+           f"while its buffer of {ring} was full (the copying out of it fell behind)")
     return [Diagnostic(Code.BUFFER_OVERFLOW,
-                       f"CPU {s['cpu']}: {s['overflow']} {items} beyond the buffer of {capacity} "
-                       f"were counted but not stored")
+                       f"CPU {s['cpu']}: {s['overflow']} {items} were counted but not stored, {why}")
             for s in summaries if s["overflow"]]

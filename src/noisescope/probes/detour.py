@@ -4,6 +4,7 @@ histogram, so nothing is lost when the detour buffer fills."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,20 +31,10 @@ from .summary import detour_summary
 # the same on the TSC and on the portable clock (CLOCK_MONOTONIC_RAW, 1 ns ticks),
 # where 1000 ticks would be 1000 ns but 385 ns on a 2.6 GHz TSC.
 HOURGLASS_NS = 1000
-DETOUR_RATE_BUDGET = 5_000  # detours per second per CPU the default buffer holds
-TOTAL_DETOUR_BUDGET = 4_000_000  # stored detours over all CPUs by default (64 MB)
-MIN_DETOUR_BUFFER = 10_000
+DETOUR_RATE = 5_000  # detours per second per CPU a ring is sized for (a busy VM makes ~1,300)
 CALIBRATION_NS = 20_000_000
 
 BUCKET_LOWER_TICKS = np.array(_native.histogram_lower_bounds(), dtype=np.uint64)
-
-
-def capacity(measured_ns: int, ncpus: int, max_detours: int | None = None) -> int:
-    """Detours stored per CPU: max_detours, or what the default budget allows."""
-    if max_detours:
-        return max_detours
-    wanted = int(measured_ns / 1e9 * DETOUR_RATE_BUDGET) + MIN_DETOUR_BUFFER
-    return max(MIN_DETOUR_BUFFER, min(wanted, TOTAL_DETOUR_BUDGET // max(ncpus, 1)))
 
 
 def loop_resolution_ticks(ticks_per_ns: float) -> int:
@@ -67,6 +58,7 @@ class DetourProbe(Probe):
     Settings = DetourSettings
     tables = ("detours", "gap_histogram")
     constants = {"hourglass_ns": HOURGLASS_NS}
+    ring = ("start", "length")
 
     def check_duration(self, settings: DetourSettings, duration_ns: int) -> None:
         if settings.threshold_ns >= duration_ns:
@@ -86,11 +78,16 @@ class DetourProbe(Probe):
                 f"use {option('threshold_ns', format_duration(floor_ns * 1.2, precision=2).replace(' ', ''))}"
                 f" or more")
 
-    def capacity(self, settings: DetourSettings, schedule: WindowSchedule, ncpus: int) -> int:
-        return capacity(schedule.measured_ns, ncpus, settings.max_detours)
+    def expected_samples(self, settings: DetourSettings, schedule: WindowSchedule,
+                         ncpus: int) -> int:
+        expected = math.ceil(schedule.measured_ns / 1e9 * DETOUR_RATE)
+        return min(expected, settings.max_detours) if settings.max_detours else expected
+
+    def stored_limit(self, settings: DetourSettings) -> int | None:
+        return settings.max_detours
 
     def specs(self, ctx: ProbeContext, settings: DetourSettings) -> list[dict]:
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        room = self.ring_size(settings, ctx.schedule, len(ctx.cpus))
         return [{
             "cpu": cpu,
             "threshold_ticks": ctx.clock.ticks(settings.threshold_ns),
@@ -122,9 +119,9 @@ class DetourProbe(Probe):
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: DetourSettings) -> list[Diagnostic]:
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
         return (busy_diagnostics(self.name, summaries)
-                + overflow_diagnostics(summaries, "detours", room)
+                + overflow_diagnostics(summaries, "detours", settings.max_detours,
+                                       self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
                 + clock_backwards_diagnostics(done.run.samplers))
 
 

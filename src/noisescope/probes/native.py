@@ -1,18 +1,23 @@
-"""Running the native core from Python: Ctrl-C, SIGTERM and progress.
+"""Running the native core from Python: Ctrl-C, SIGTERM, progress and the
+samples handed over while the run goes on.
 
 The native run blocks in C with the GIL released, on a helper thread; the
 calling thread waits for it, shows progress, and on KeyboardInterrupt (a
 stopping signal: `interrupts`, which lets one raise while the wait lasts)
 sets the stop flag so that every sampler ends at its next check and hands
-back what it measured. A NativeHandle can also run in the background
-(injectors beside a workload) until the caller stops it.
+back what it measured. A third thread drains each sampler's ring of samples
+(`struct ns_ring`) every DRAIN_INTERVAL_S, so that a run's length is not
+bounded by a buffer sized in advance; a sampler never waits for it, and what
+found its ring full is counted (`overflow`). A NativeHandle can also run in
+the background (injectors beside a workload) until the caller stops it.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +26,79 @@ from .schedule import WindowSchedule
 
 ProgressCallback = Callable[[float], None]  # fraction of the schedule done, 0..1
 PROGRESS_INTERVAL_S = 1.0
+DRAIN_INTERVAL_S = 0.1
+# A ring holds this long a stretch of samples at the run's expected rate: the
+# drainer runs every DRAIN_INTERVAL_S, but beside SCHED_FIFO samplers on every
+# CPU it gets one only between their windows (about a second apart).
+RING_SECONDS = 10
+MIN_RING = 10_000
+RING_BUDGET = 4_000_000  # ring slots over all CPUs (64 MB), MIN_RING per CPU at least
+
+
+def ring_size(expected: int, measured_ns: int, ncpus: int) -> int:
+    """Slots of a sampler's ring for a run expected to store `expected` samples
+    per CPU in `measured_ns` of measuring."""
+    stretch = math.ceil(expected * RING_SECONDS * 1e9 / max(measured_ns, 1))
+    return max(0, min(expected, max(MIN_RING, min(stretch, RING_BUDGET // max(ncpus, 1)))))
+
+
+def control_array(nthreads: int) -> np.ndarray:
+    """The array a native run shares with its caller (see _native.run)."""
+    return np.zeros((1 + nthreads) * _native.CONTROL_STRIDE, np.int64)
+
+
+@dataclass(frozen=True)
+class Ring:
+    """Which two buffers of each sampler spec make its ring, and how many
+    samples to keep at most per CPU (None: all of them)."""
+
+    first: str
+    second: str
+    limit: int | None = None
+
+
+@dataclass
+class _Drain:
+    """Copies what each sampler published out of its ring and tells it how far
+    it got (the ring's slot is free again)."""
+
+    ring: Ring
+    specs: list[dict]
+    slots: np.ndarray  # (threads, CONTROL_STRIDE) view of the control array
+    parts: list[list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=list)
+    kept: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.parts = [[] for _ in self.specs]
+        self.kept = [0] * len(self.specs)
+
+    def take(self) -> None:
+        for i, spec in enumerate(self.specs):
+            first, second = spec[self.ring.first], spec[self.ring.second]
+            taken = int(self.slots[i, _native.SLOT_TAKEN])
+            count = int(self.slots[i, _native.SLOT_PUBLISHED]) - taken
+            if self.ring.limit is not None:
+                count = min(count, self.ring.limit - self.kept[i])
+            if count <= 0:
+                continue
+            begin = taken % len(first)
+            wrapped = max(0, begin + count - len(first))
+            self.parts[i].append(tuple(  # type: ignore[arg-type]
+                np.concatenate((ring[begin:begin + count - wrapped], ring[:wrapped]))
+                for ring in (first, second)))
+            self.kept[i] += count
+            self.slots[i, _native.SLOT_TAKEN] = taken + count  # after the copy: the slots are free
+
+    def hand_back(self, samplers: list[dict]) -> None:
+        """Put every CPU's samples, in order, where its spec's ring was, and count
+        what was published but not kept (over the limit) as not stored."""
+        for spec, result, parts, kept in zip(self.specs, samplers, self.parts, self.kept,
+                                             strict=True):
+            for index, name in enumerate((self.ring.first, self.ring.second)):
+                spec[name] = (np.concatenate([part[index] for part in parts]) if parts
+                              else spec[name][:0].copy())
+            result["overflow"] += result["stored"] - kept
+            result["stored"] = kept
 
 
 @dataclass
@@ -40,15 +118,20 @@ class NativeHandle:
     by its schedule or is stopped through the control array's stop flag."""
 
     def __init__(self, probe: str, threads: list[dict], injectors: list[dict],
-                 schedule: WindowSchedule, ticks_per_ns: float, *, start_mono_ns: int = 0):
+                 schedule: WindowSchedule, ticks_per_ns: float, *, start_mono_ns: int = 0,
+                 ring: Ring | None = None):
         self.threads = threads
         self.schedule = schedule
-        self.control = np.zeros(1 + len(threads), np.int64)
+        self.control = control_array(len(threads))
+        self._slots = self.control[_native.CONTROL_STRIDE:].reshape(len(threads),
+                                                                     _native.CONTROL_STRIDE)
         native_schedule = schedule.native(start_mono_ns, ticks_per_ns)
         self._outcome: dict[str, object] = {}
         # An Event rather than Thread.join(): a join interrupted by Ctrl-C can
         # leave the thread looking finished while it still runs.
         self._finished = threading.Event()
+        self._drain = _Drain(ring, threads, self._slots) if ring is not None else None
+        self._drainer: threading.Thread | None = None
 
         def body() -> None:
             try:
@@ -61,6 +144,17 @@ class NativeHandle:
 
         self._worker = threading.Thread(target=body, name=f"noisescope-{probe}", daemon=True)
         self._worker.start()
+        if self._drain is not None:
+            self._drainer = threading.Thread(target=self._drain_while_running,
+                                             name=f"noisescope-{probe}-drain", daemon=True)
+            self._drainer.start()
+
+    def _drain_while_running(self) -> None:
+        try:
+            while not self._finished.wait(DRAIN_INTERVAL_S):
+                self._drain.take()  # type: ignore[union-attr]
+        except BaseException as error:  # handed to the caller by _collect
+            self._outcome["drain error"] = error
 
     def wait(self, progress: ProgressCallback | None = None) -> NativeRun:
         """Until the schedule ends; Ctrl-C (or SIGTERM) stops the run and keeps its data."""
@@ -69,7 +163,8 @@ class NativeHandle:
             with interrupts.raising():
                 while not self._finished.wait(PROGRESS_INTERVAL_S if progress else None):
                     if progress and self.threads:
-                        progress(float(self.control[1:].min()) / self.schedule.windows)
+                        done = self._slots[:, _native.SLOT_PROGRESS].min()
+                        progress(float(done) / self.schedule.windows)
         except KeyboardInterrupt:
             interrupted = True
             self.control[0] = 1
@@ -87,15 +182,21 @@ class NativeHandle:
             except KeyboardInterrupt:
                 interrupted = True
         self._worker.join()
-        if "error" in self._outcome:
-            raise self._outcome["error"]  # type: ignore[misc]
+        if self._drainer is not None:
+            self._drainer.join()
+        for failure in ("error", "drain error"):
+            if failure in self._outcome:
+                raise self._outcome[failure]  # type: ignore[misc]
         samplers, injected = self._outcome["result"]  # type: ignore[misc]
+        if self._drain is not None:
+            self._drain.take()  # what came after the drainer's last look
+            self._drain.hand_back(samplers)
         return NativeRun(samplers, injected, interrupted)
 
 
 def run_native(probe: str, threads: list[dict], injectors: list[dict], schedule: WindowSchedule,
                ticks_per_ns: float, *, start_mono_ns: int = 0,
-               progress: ProgressCallback | None = None) -> NativeRun:
+               progress: ProgressCallback | None = None, ring: Ring | None = None) -> NativeRun:
     handle = NativeHandle(probe, threads, injectors, schedule, ticks_per_ns,
-                          start_mono_ns=start_mono_ns)
+                          start_mono_ns=start_mono_ns, ring=ring)
     return handle.wait(progress)

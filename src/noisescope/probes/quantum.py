@@ -18,7 +18,7 @@ from ..diagnostics import Diagnostic
 from ..errors import UsageError, option
 from ..tables import Table
 from ..units import format_duration
-from .base import CpuRun, Execution, Probe, ProbeContext, busy_diagnostics
+from .base import CpuRun, Execution, Probe, ProbeContext, busy_diagnostics, overflow_diagnostics
 from .schedule import WindowSchedule
 from .summary import ftq_summary, fwq_summary
 
@@ -34,12 +34,12 @@ def unit_ticks() -> float:
 
 
 def ftq_capacity(schedule: WindowSchedule, quantum_ns: int) -> int:
-    """Quanta stored per CPU: every quantum of every window."""
+    """Quanta a CPU stores: every quantum of every window."""
     return math.floor(schedule.runtime_ns / quantum_ns) * schedule.windows + 1
 
 
 def fwq_capacity(measured_ns: int, work_ns: int) -> int:
-    """Samples stored per CPU, with room for samples shorter than work_ns."""
+    """Samples a CPU stores at most, with room for samples shorter than work_ns."""
     return math.ceil(measured_ns / work_ns * 1.25) + 64
 
 
@@ -70,7 +70,7 @@ class _QuantumProbe(Probe):
 
     def specs(self, ctx: ProbeContext, settings: QuantumSettings) -> list[dict]:
         work = self.work(ctx, settings)
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        room = self.ring_size(settings, ctx.schedule, len(ctx.cpus))
         return [{
             "cpu": cpu,
             **work,
@@ -97,15 +97,19 @@ class _QuantumProbe(Probe):
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: QuantumSettings) -> list[Diagnostic]:
-        return busy_diagnostics(self.name, summaries)
+        return busy_diagnostics(self.name, summaries) + overflow_diagnostics(
+            [{"cpu": r["cpu"], "overflow": r["overflow"]} for r in done.run.samplers],
+            f"{self.name} samples", None, self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
 
 
 class FtqProbe(_QuantumProbe):
     name = "ftq"
     tables = ("ftq",)
     buffer = column = "work"  # units of work done in each quantum
+    ring = ("start", "work")
 
-    def capacity(self, settings: QuantumSettings, schedule: WindowSchedule, ncpus: int) -> int:
+    def expected_samples(self, settings: QuantumSettings, schedule: WindowSchedule,
+                         ncpus: int) -> int:
         return ftq_capacity(schedule, settings.quantum_ns)
 
     def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:
@@ -122,8 +126,10 @@ class FwqProbe(_QuantumProbe):
     name = "fwq"
     tables = ("fwq",)
     buffer, column = "duration", "duration_ns"  # how long each sample's work took
+    ring = ("start", "duration")
 
-    def capacity(self, settings: QuantumSettings, schedule: WindowSchedule, ncpus: int) -> int:
+    def expected_samples(self, settings: QuantumSettings, schedule: WindowSchedule,
+                         ncpus: int) -> int:
         return fwq_capacity(schedule.measured_ns, settings.quantum_ns)
 
     def work(self, ctx: ProbeContext, settings: QuantumSettings) -> dict:

@@ -30,7 +30,6 @@ DEFAULT_HISTOGRAM_NS = 10_000_000  # 10,000 buckets of 1 us (80 kB per CPU)
 BUCKET_NS = 1_000
 MAX_HISTOGRAM_NS = 1_000_000_000
 MIN_INTERVAL_NS = 10_000  # below this the thread does little but wake up
-TOTAL_SERIES_BUDGET = 4_000_000  # stored samples over all CPUs by default (64 MB)
 
 
 def check_interval(interval_ns: int) -> None:
@@ -46,10 +45,8 @@ def check_histogram(histogram_ns: int) -> None:
                          f"cyclictest -h)")
 
 
-def series_capacity(measured_ns: int, interval_ns: int, ncpus: int) -> int:
-    """Room for every sample of the run, within the memory budget."""
-    expected = math.ceil(measured_ns / interval_ns) + 16
-    return min(expected, TOTAL_SERIES_BUDGET // max(ncpus, 1))
+def expected_wakeups(measured_ns: int, interval_ns: int) -> int:
+    return math.ceil(measured_ns / interval_ns) + 16
 
 
 @dataclass(frozen=True)
@@ -65,6 +62,7 @@ class TimerlatProbe(Probe):
     sleeps = True
     default = False  # `noisescope timerlat` is its home
     tables = ("timerlat", "timerlat_histogram")
+    ring = ("latency", "wakeup")
 
     def check_duration(self, settings: TimerlatSettings, duration_ns: int) -> None:
         if settings.interval_ns > duration_ns:
@@ -85,14 +83,15 @@ class TimerlatProbe(Probe):
         check_interval(settings.interval_ns)
         check_histogram(settings.histogram_ns)
 
-    def capacity(self, settings: TimerlatSettings, schedule: WindowSchedule, ncpus: int) -> int:
+    def expected_samples(self, settings: TimerlatSettings, schedule: WindowSchedule,
+                         ncpus: int) -> int:
         if not settings.keep_series:
             return 0
-        return series_capacity(schedule.measured_ns, settings.interval_ns, ncpus)
+        return expected_wakeups(schedule.measured_ns, settings.interval_ns)
 
     def specs(self, ctx: ProbeContext, settings: TimerlatSettings) -> list[dict]:
         buckets = settings.histogram_ns // BUCKET_NS
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
+        room = self.ring_size(settings, ctx.schedule, len(ctx.cpus))
         return [{
             "cpu": cpu,
             "interval_ns": settings.interval_ns,
@@ -126,8 +125,8 @@ class TimerlatProbe(Probe):
                     settings: TimerlatSettings) -> list[Diagnostic]:
         # No machine_busy check: a sleeper's run delay is its wakeup path, the
         # latency being measured, not time other tasks took.
-        room = self.capacity(settings, ctx.schedule, len(ctx.cpus))
-        return overflow_diagnostics(summaries, "timerlat latencies", room)
+        return overflow_diagnostics(summaries, "timerlat latencies", None,
+                                    self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
 
 
 TIMERLAT = TimerlatProbe()
