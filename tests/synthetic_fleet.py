@@ -125,7 +125,7 @@ def node(rank: int, planted: Planted, facts: dict, findings: list[dict],
                  "involuntary_switches": 0, "minor_faults": 0, "major_faults": 0}
         iterations = total_ns // 20
         native = {"lost_ticks": int(durations.sum() * TICKS_PER_NS), "detours": len(durations),
-                  "stored": len(durations), "overflow": 0,
+                  "stored": len(durations), "overflow": 0, "stored_before_loss": len(durations),
                   "max_gap_ticks": int(durations.max() * TICKS_PER_NS),
                   "resolution_ticks": 40, "hourglass_gaps": len(durations)}
         histogram = _gap_histogram(cpu, durations, iterations)

@@ -142,6 +142,33 @@ def test_windows_after_a_detour_buffer_overflow_are_left_out():
     assert len(list(detour_pieces(detours, windows, 0, None))) == 4
 
 
+def test_windows_after_samples_lost_midway_are_left_out():
+    """A drain that fell behind for a while (1.5-2.5 s): samples before the
+    loss are whole, those after it came after a gap. Only the windows that end
+    before the first lost sample count, for the detour trace and the FTQ series."""
+    rng = np.random.default_rng(12)
+    total, quantum = 4 * SECOND, 1_000_000
+    starts, durations = synthetic_trace(rng, total, [(333.0, 20_000)])
+    kept = (starts < 1_500_000_000) | (starts >= 2_500_000_000)
+    before = int((starts[kept] < 1_500_000_000).sum())
+    ftq_starts = np.arange(0, total, quantum, dtype=np.int64)
+    ftq_kept = (ftq_starts < 1_500_000_000) | (ftq_starts >= 2_500_000_000)
+    lost = lost_time_series(starts, durations, 0, total, bin_ns=quantum)
+    summary = {"cpu": 0, "overflow": int((~kept).sum())}
+    bundle = Bundle(
+        {"summaries": {"detour": [{**summary, "stored_before_loss": before}],
+                       "ftq": [{**summary, "stored_before_loss": int((ftq_starts < 1_500_000_000).sum())}]},
+         "parameters": {"quantum_ns": quantum}},
+        {"detours": Table({"cpu": np.zeros(kept.sum(), np.int32), "start_ns": starts[kept],
+                           "duration_ns": durations[kept]}),
+         "ftq": Table({"cpu": np.zeros(ftq_kept.sum(), np.int32), "start_ns": ftq_starts[ftq_kept],
+                       "work": np.rint(30_000 * (1 - lost[ftq_kept])).astype(np.int64)}),
+         "windows": Table.concat([windows_table(probe, np.arange(4) * SECOND, SECOND)
+                                  for probe in ("detour", "ftq")])})
+    _, summaries = bundle_spectra(bundle)
+    assert {s["series"]: s["segments"] for s in summaries} == {"detour": 1, "ftq": 1}
+
+
 def test_a_comb_without_its_fundamental_is_one_source_and_the_tick_stays_apart():
     """As on the development VM: lines at 800, 900, 1100, ... Hz (a 100 Hz host
     timer whose own line is too weak to show) beside the 250 Hz tick."""

@@ -44,11 +44,12 @@ def test_the_drain_takes_pairs_in_order_across_the_ring_end():
     publish(range(5, 11))
     drain.take()
     assert slots[0, _native.SLOT_TAKEN] == 11
-    result = {"stored": 11, "overflow": 2}  # the sampler's counts: written, dropped
+    # the sampler's counts: written, dropped, written before the first drop
+    result = {"stored": 11, "overflow": 2, "stored_before_loss": 9}
     drain.hand_back([result])
     assert spec["a"].tolist() == list(range(11))
     assert spec["b"].tolist() == [100 + v for v in range(11)]
-    assert result == {"stored": 11, "overflow": 2}
+    assert result == {"stored": 11, "overflow": 2, "stored_before_loss": 9}
 
 
 def test_a_limit_keeps_the_first_samples_and_counts_the_rest():
@@ -58,10 +59,11 @@ def test_a_limit_keeps_the_first_samples_and_counts_the_rest():
     drain = native._Drain(native.Ring("a", "b", limit=3), [spec], slots)
     drain.take()
     drain.take()
-    result = {"stored": 8, "overflow": 5}  # 8 written, 5 more found the ring full
+    # 8 written, then 5 more found the ring full
+    result = {"stored": 8, "overflow": 5, "stored_before_loss": 8}
     drain.hand_back([result])
     assert spec["a"].tolist() == [0, 1, 2]
-    assert result == {"stored": 3, "overflow": 10}
+    assert result == {"stored": 3, "overflow": 10, "stored_before_loss": 3}
 
 
 def run_with_injection(live_facts, duration_ns: int, **settings):
@@ -86,7 +88,7 @@ def test_a_run_stores_every_detour_however_small_its_ring(live_facts, small_ring
     [summary] = result.summaries
     detours = result.tables["detours"]
     assert summary["overflow"] == 0, result.diagnostics
-    assert summary["stored"] == summary["detours"] == detours.rows
+    assert summary["stored"] == summary["detours"] == detours.rows == summary["stored_before_loss"]
     assert detours.rows >= result.tables["injections"].rows >= 6 * small_ring
     assert np.all(np.diff(detours.start_ns) > 0)  # in order across every turn of the ring
     assert detours.duration_ns.min() >= THRESHOLD_NS
@@ -96,7 +98,8 @@ def test_a_drain_that_falls_behind_is_counted_and_said(live_facts, small_ring, m
     monkeypatch.setattr(native, "DRAIN_INTERVAL_S", 3600.0)  # never during the run
     result = run_with_injection(live_facts, 2 * SECOND)
     [summary] = result.summaries
-    assert summary["stored"] == small_ring  # the ring's first fill, taken after the run
+    # the ring's first fill, taken after the run, and nothing missing among it
+    assert summary["stored"] == summary["stored_before_loss"] == small_ring
     assert summary["stored"] + summary["overflow"] == summary["detours"]
     assert summary["overflow"] >= result.tables["injections"].rows - small_ring
     [note] = [d for d in result.diagnostics if d.code is Code.BUFFER_OVERFLOW]

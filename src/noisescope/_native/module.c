@@ -260,6 +260,8 @@ static PyObject *thread_result(const struct ns_thread *t)
     if (ring != NULL) {
         SET_U64(r, "stored", ring->written);
         SET_U64(r, "overflow", ring->dropped);
+        /* the stored pairs with none missing among them (later ones came after a gap) */
+        SET_U64(r, "stored_before_loss", ring->dropped ? ring->written_before_drop : ring->written);
     }
     switch (t->kind) {
     case NS_PROBE_DETOUR:

@@ -38,6 +38,7 @@ struct ns_series {
 struct ns_ring {
     struct ns_series first, second; /* the same capacity */
     uint64_t written, dropped;
+    uint64_t written_before_drop; /* `written` when the first pair was dropped */
     volatile int64_t *published, *taken; /* NULL: nobody drains (a buffer that fills once) */
 };
 
@@ -48,7 +49,8 @@ static inline void ns_ring_push(struct ns_ring *r, uint64_t first, uint64_t seco
     if (capacity == 0)
         return;
     if (r->written - taken >= capacity) {
-        r->dropped++;
+        if (r->dropped++ == 0)
+            r->written_before_drop = r->written;
         return;
     }
     size_t slot = (size_t)(r->written % capacity);

@@ -151,19 +151,22 @@ def lost_time_series(starts: np.ndarray, durations: np.ndarray, begin: int, end:
 
 def detour_pieces(detours: Table, windows: Table, cpu: int, stored_until_ns: int | None
                   ) -> Iterator[np.ndarray]:
-    """Lost-time series of each detour window of `cpu` that the stored trace covers."""
+    """Lost-time series of each detour window of `cpu` that the stored trace
+    covers whole (up to `stored_until_ns`, if given)."""
     mine = detours.where(cpu=cpu)
     order = np.argsort(mine["start_ns"], kind="stable")
     starts, durations = mine["start_ns"][order], mine["duration_ns"][order]
     for begin, end in zip(*_window_ranges(windows, cpu, "detour"), strict=True):
         if stored_until_ns is not None and end > stored_until_ns:
-            break  # the buffer was full: later detours were counted but not stored
+            break  # detours were lost from here on (counted, not stored)
         lo, hi = np.searchsorted(starts, [begin, end])
         yield lost_time_series(starts[lo:hi], durations[lo:hi], int(begin), int(end))
 
 
-def ftq_pieces(ftq: Table, windows: Table, cpu: int) -> list[np.ndarray]:
-    """1 - work/best for the quanta of each FTQ window of `cpu`."""
+def ftq_pieces(ftq: Table, windows: Table, cpu: int, stored_until_ns: int | None = None
+               ) -> list[np.ndarray]:
+    """1 - work/best for the quanta of each FTQ window of `cpu` that ends before
+    `stored_until_ns` (if given)."""
     mine = ftq.where(cpu=cpu)
     if mine.rows == 0:
         return []
@@ -174,6 +177,9 @@ def ftq_pieces(ftq: Table, windows: Table, cpu: int) -> list[np.ndarray]:
         return []
     lost = 1.0 - work / best
     w_start, w_end = _window_ranges(windows, cpu, "ftq")
+    if stored_until_ns is not None:
+        whole = w_end <= stored_until_ns
+        w_start, w_end = w_start[whole], w_end[whole]
     bounds = np.searchsorted(starts, np.column_stack([w_start, w_end]))
     return [lost[lo:hi] for lo, hi in bounds if hi > lo]
 
@@ -401,11 +407,21 @@ def known_frequencies(manifest: dict, cpu: int) -> dict[float, str]:
     return known
 
 
-def _stored_until(summary: dict | None, detours: Table, cpu: int) -> int | None:
+def _stored_until(summary: dict | None, samples: Table, cpu: int, length: str | int
+                  ) -> int | None:
+    """Where a CPU's stored samples stop being whole (None: nowhere): the end of
+    the last one stored before the first that was lost; `length` is the column
+    of each sample's length, or the length of every one. (Bundles from before
+    the samplers streamed lost samples only at the end.)"""
     if not summary or not summary.get("overflow"):
         return None
-    mine = detours.where(cpu=cpu)
-    return int((mine["start_ns"] + mine["duration_ns"]).max()) if mine.rows else 0
+    mine = samples.where(cpu=cpu)
+    whole = min(summary.get("stored_before_loss", mine.rows), mine.rows)
+    if whole == 0:
+        return 0
+    last = int(np.argsort(mine["start_ns"], kind="stable")[whole - 1])
+    return int(mine["start_ns"][last]) + int(mine[length][last] if isinstance(length, str)
+                                             else length)
 
 
 def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
@@ -418,8 +434,8 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
         detours = bundle.table("detours")
         for s in bundle.summaries.get("detour", []):
             cpu = s["cpu"]
-            inputs.append(("detour", cpu, BIN_NS,
-                           detour_pieces(detours, windows, cpu, _stored_until(s, detours, cpu)),
+            until = _stored_until(s, detours, cpu, "duration_ns")
+            inputs.append(("detour", cpu, BIN_NS, detour_pieces(detours, windows, cpu, until),
                            window_samples(windows, cpu, "detour", BIN_NS)))
     if bundle.has_table("ftq") and windows.rows:
         ftq = bundle.table("ftq")
@@ -427,8 +443,9 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
         for s in bundle.summaries.get("ftq", []):
             if quantum_ns > 0:
                 # the stored quanta say how long each piece is (views: cheap to list)
-                inputs.append(("ftq", s["cpu"], quantum_ns, ftq_pieces(ftq, windows, s["cpu"]),
-                               None))
+                until = _stored_until(s, ftq, s["cpu"], quantum_ns)
+                inputs.append(("ftq", s["cpu"], quantum_ns,
+                               ftq_pieces(ftq, windows, s["cpu"], until), None))
     for series, cpu, sample_ns, pieces, segment_samples in inputs:
         spec = mean_periodogram(pieces, sample_ns, segment_samples)
         if spec is None:

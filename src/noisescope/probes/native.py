@@ -91,7 +91,8 @@ class _Drain:
 
     def hand_back(self, samplers: list[dict]) -> None:
         """Put every CPU's samples, in order, where its spec's ring was, and count
-        what was published but not kept (over the limit) as not stored."""
+        what was published but not kept (over the limit) as not stored; the
+        samples before the first one lost are those with no gap among them."""
         for spec, result, parts, kept in zip(self.specs, samplers, self.parts, self.kept,
                                              strict=True):
             for index, name in enumerate((self.ring.first, self.ring.second)):
@@ -99,6 +100,7 @@ class _Drain:
                               else spec[name][:0].copy())
             result["overflow"] += result["stored"] - kept
             result["stored"] = kept
+            result["stored_before_loss"] = min(result["stored_before_loss"], kept)
 
 
 @dataclass

@@ -93,13 +93,15 @@ class _QuantumProbe(Probe):
             "start_ns": run.clock.timestamp_ns(run.spec["start"][:stored]),
             self.column: values,
         })
-        return {self.name: series}, self.summary(run, values)
+        return {self.name: series}, {**self.summary(run, values),
+                                     "overflow": int(run.native["overflow"]),
+                                     "stored_before_loss": int(run.native["stored_before_loss"])}
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: QuantumSettings) -> list[Diagnostic]:
         return busy_diagnostics(self.name, summaries) + overflow_diagnostics(
-            [{"cpu": r["cpu"], "overflow": r["overflow"]} for r in done.run.samplers],
-            f"{self.name} samples", None, self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
+            summaries, f"{self.name} samples", None,
+            self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
 
 
 class FtqProbe(_QuantumProbe):
@@ -139,8 +141,7 @@ class FwqProbe(_QuantumProbe):
         return run.clock.duration_ns(raw)
 
     def summary(self, run: CpuRun, values: np.ndarray) -> dict:
-        return {**fwq_summary(run.stats, values), "work_units": run.spec["work_units"],
-                "overflow": int(run.native["overflow"])}
+        return {**fwq_summary(run.stats, values), "work_units": run.spec["work_units"]}
 
 
 FTQ = FtqProbe()

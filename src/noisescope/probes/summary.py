@@ -44,6 +44,7 @@ def detour_summary(stats: dict, native: dict, durations_ns: np.ndarray, histogra
         "detours": int(native["detours"]),
         "stored": int(native["stored"]),
         "overflow": int(native["overflow"]),
+        "stored_before_loss": int(native["stored_before_loss"]),
         "detours_per_s": native["detours"] / seconds if seconds else 0.0,
         "lost_ns": int(round(lost_ns)),
         "noise_pct": 100.0 * lost_ns / measured_ns if measured_ns else 0.0,
