@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from noisescope.probes.native import control_array
 from noisescope import _native
+from noisescope.probes.native import control_array
 
 SI_QUEUE, SI_TIMER = -1, -2  # <asm-generic/siginfo.h>
 SYS_TGKILL, SYS_RT_TGSIGQUEUEINFO = 234, 297  # x86_64
