@@ -97,6 +97,11 @@ class ScanOptions:
         """What the options alone can get wrong (plan() checks them against the machine)."""
         if not 1 <= self.priority <= 99:
             raise UsageError(f"priority {self.priority} is out of range", "use 1-99")
+        if self.max_detours is not None and not 0 < self.max_detours < 2**63:
+            raise UsageError(f"{option('max_detours')} {self.max_detours} is out of range (a "
+                             f"count of stored detours per CPU, from 1 to 2^63-1)",
+                             f"leave it out to store every detour, or e.g. "
+                             f"{option('max_detours', '1000000')}")
         unknown = [p for p in self.probes if p not in REGISTRY]
         if unknown or not self.probes:
             raise UsageError(f"unknown probe {', '.join(unknown) or '(none)'}",
