@@ -1,0 +1,338 @@
+"""The tuning plan: from a traced baseline's attribution and the host's facts,
+the candidate actions for each target CPU, each with its evidence and the
+share of the CPU's lost time it accounts for.
+
+Every row of the baseline's `detour_causes` table (cpu, start_ns, cause,
+detail, duration_ns) is claimed by at most one entry of its CPU, so the
+shares of one CPU's cause-based entries add up to at most 100%:
+
+- `irq` (detail: the handler's name) -> the IRQ's affinity (its number from
+  /proc/interrupts);
+- `thread` (detail: the task's comm; its pid from the `sched_switch` table:
+  the last switch to that comm on the CPU before the time ended) -> the
+  affinity of that process or kernel thread; an unbound kworker -> the
+  unbound workqueue cpumask; a per-CPU kernel thread (kworker/1:0,
+  ksoftirqd/1, ...) cannot be moved and is listed as such; tasks that have
+  exited are listed together by name;
+- `tick` and the softirqs the tick raises (TIMER, SCHED) -> nohz_full, RCU
+  callbacks (softirq RCU) -> rcu_nocbs: boot parameters, advised only;
+- `timer` watchdog_timer_fn and `nmi` -> the lockup watchdogs.
+
+Whatever is left (host time, other softirqs, IPIs, faults) gets no entry.
+Boot-only `isolcpus` is advised with the share of the movable tasks' time
+(the same time as their affinity entries: it is another way to the same
+gain, so its share is not added to theirs). The system check's other
+findings for the target CPUs (RT throttling, THP, idle states, ...) follow
+without a share: the attribution does not measure them.
+
+Nothing here changes the machine: host facts are read through a HostRoot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..host import HostRoot, parse_interrupts
+from ..system import ADVICE, Finding
+from ..tables import Table
+from ..units import format_cpu_list, format_duration
+
+# /proc/PID/stat flags (include/linux/sched.h)
+PF_KTHREAD = 0x00200000
+PF_NO_SETAFFINITY = 0x04000000
+# Kernel threads bound to one CPU by name (the name ends in the CPU number);
+# used when the task is gone and its flags cannot be read.
+PER_CPU_KTHREAD = re.compile(
+    r"^(kworker/\d+:\d+H?(-.*)?|(ksoftirqd|migration|rcuc|cpuhp|idle_inject|irq_work|"
+    r"posixcputmr|watchdog)/\d+)$")
+UNBOUND_KWORKER = re.compile(r"^kworker/u\d+:\d+")
+TICK_SOFTIRQS = ("TIMER", "SCHED")  # raised by the tick itself
+WATCHDOG_TIMER = "watchdog_timer_fn"
+WORKQUEUE_CPUMASK = "/sys/devices/virtual/workqueue/cpumask"
+
+# How each entry can be carried out.
+RUNTIME, BOOT, NOT_POSSIBLE = "runtime", "boot", "no"
+# System check findings that become candidates (the others are entries built
+# from the attribution, or not about this machine's settings).
+SYSTEM_ACTIONS = {"watchdogs": RUNTIME, "rt throttling": RUNTIME, "thp": RUNTIME,
+                  "idle states": RUNTIME, "irqbalance": RUNTIME, "governor": RUNTIME,
+                  "turbo": RUNTIME, "clocksource": RUNTIME, "smt": BOOT}
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One candidate action (or a source that no action removes) for one CPU;
+    cpu None: the target CPUs together (a system setting)."""
+
+    cpu: int | None
+    action: str  # irq-affinity, task-affinity, workqueue-cpumask, boot:nohz_full, ...
+    applies: str  # runtime (a reversible change), boot (advised only) or no
+    source: str  # what takes the time: "IRQ 36 virtio1-req.0", "process foo (pid 456)"
+    evidence: str  # what the baseline saw, and what to do
+    share_pct: float | None = None  # of the CPU's lost time; None: not measured
+    lost_ns: int | None = None
+    count: int | None = None  # occurrences (causes rows) in the baseline
+    irq: int | None = None
+    pid: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PlanEntry:
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Task:
+    """What /proc says about a task the baseline saw (None: it has exited)."""
+
+    pid: int  # the thread group (process) id
+    tid: int
+    kernel: bool
+    pinned: bool  # PF_NO_SETAFFINITY: the kernel refuses to move it
+
+
+def read_task(host: HostRoot, tid: int) -> Task | None:
+    """The task with thread id `tid`, from /proc/TID/stat (its flags) and status (its Tgid)."""
+    stat = host.text(f"/proc/{tid}/stat")
+    if not stat:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the comm may hold spaces and parentheses
+    try:
+        flags = int(fields[6])
+    except (IndexError, ValueError):
+        return None
+    found = re.search(r"^Tgid:\s*(\d+)", host.text(f"/proc/{tid}/status") or "", re.M)
+    return Task(int(found.group(1)) if found else tid, tid, bool(flags & PF_KTHREAD),
+                bool(flags & PF_NO_SETAFFINITY))
+
+
+def irq_numbers(host: HostRoot) -> dict[str, int]:
+    """IRQ handler name -> IRQ number, from /proc/interrupts (a shared line lists
+    each handler's name, comma-separated, after the chip and hardware IRQ)."""
+    counts = parse_interrupts(host.text("/proc/interrupts") or "")
+    names: dict[str, int] = {}
+    for source, description in counts.descriptions.items():
+        if source.isdigit():
+            for token in description.replace(",", " ").split()[2:]:
+                names.setdefault(token, int(source))
+    return names
+
+
+def task_ids(causes: Table, switches: Table | None) -> np.ndarray:
+    """For each `thread` row of `causes`, the pid (tid) that ran: the last switch
+    to a task of that comm on the row's CPU before the row's time ended; -1 if none."""
+    pids = np.full(causes.rows, -1, dtype=np.int64)
+    if switches is None or not switches.rows:
+        return pids
+    ends = causes["start_ns"] + causes["duration_ns"]
+    threads = np.flatnonzero(causes["cause"] == "thread")
+    keys = {(int(causes["cpu"][i]), str(causes["detail"][i])) for i in threads}
+    for cpu, comm in keys:
+        chosen = (switches["cpu"] == cpu) & (switches["next_comm"] == comm)
+        times, tids = switches["timestamp_ns"][chosen], switches["next_pid"][chosen]
+        order = np.argsort(times, kind="stable")
+        times, tids = times[order], tids[order]
+        rows = threads[(causes["cpu"][threads] == cpu) & (causes["detail"][threads] == comm)]
+        at = np.searchsorted(times, ends[rows], side="right") - 1
+        pids[rows] = np.where(at >= 0, tids[np.maximum(at, 0)], -1)
+    return pids
+
+
+def _by_live_comm(causes: Table, pids: np.ndarray, host: HostRoot) -> None:
+    """Fill in the pid of `thread` rows whose switch the trace missed (it put the
+    switch back from other events, see trace/switches.py) where exactly one live
+    task has that comm."""
+    missing = np.flatnonzero((causes["cause"] == "thread") & (pids < 0))
+    if not len(missing):
+        return
+    live: dict[str, list[int]] = {}
+    for entry in host.listdir("/proc"):
+        if entry.isdigit():
+            live.setdefault(host.text(f"/proc/{entry}/comm") or "", []).append(int(entry))
+    for index in missing:
+        found = live.get(str(causes["detail"][index]), [])
+        if len(found) == 1:
+            pids[index] = found[0]
+
+
+@dataclass
+class _Claim:
+    """Cause rows of one CPU gathered for one entry."""
+
+    lost_ns: int = 0
+    count: int = 0
+
+    def add(self, durations: np.ndarray) -> None:
+        self.lost_ns += int(durations.sum())
+        self.count += len(durations)
+
+
+def make_plan(causes: Table, switches: Table | None, measured_ns: dict[int, int],
+              targets: Iterable[int], housekeeping: Iterable[int], host: HostRoot,
+              findings: Iterable[Finding] = (), own_pid: int | None = None) -> list[PlanEntry]:
+    """The plan for `targets`: per CPU its cause-based entries (largest share
+    first), then the boot-only advice, then the system findings that apply.
+    `measured_ns` is each CPU's measured time (for rates); `own_pid` the
+    process that measured (its own threads are not candidates)."""
+    targets, housekeeping = tuple(targets), tuple(housekeeping)
+    keep = format_cpu_list(housekeeping)
+    irqs = irq_numbers(host)
+    pids = task_ids(causes, switches)
+    _by_live_comm(causes, pids, host)
+    tasks = {pid: read_task(host, pid) for pid in set(pids[pids >= 0].tolist())}
+    findings = {f.check: f for f in findings if f.state == ADVICE}
+    plan: list[PlanEntry] = []
+    for cpu in targets:
+        mine = causes["cpu"] == cpu
+        total_ns = int(causes["duration_ns"][mine].sum())
+        seconds = measured_ns.get(cpu, 0) / 1e9
+        per_cpu = _cpu_entries(causes.filter(mine), pids[mine], cpu, total_ns, seconds, keep,
+                               host, irqs, tasks, own_pid, findings)
+        plan += sorted(per_cpu, key=lambda e: -(e.share_pct or 0))
+        plan += _boot_entries(causes.filter(mine), pids[mine], cpu, total_ns, keep, tasks,
+                              findings)
+    targeted = f"CPU{'s' if len(targets) > 1 else ''} {format_cpu_list(targets)}"
+    shown = {e.action for e in plan}
+    for check, applies in SYSTEM_ACTIONS.items():
+        action = check.replace(" ", "-")
+        if check in findings and action not in shown:  # not already there with its evidence
+            finding = findings[check]
+            plan.append(PlanEntry(None, action, applies, check,
+                                  f"{finding.message} (on {targeted}): {finding.advice}"))
+    return plan
+
+
+def _share(part_ns: int, total_ns: int) -> float:
+    return 100.0 * part_ns / total_ns if total_ns else 0.0
+
+
+def _rate(count: int, lost_ns: int, seconds: float, cpu: int) -> str:
+    if seconds <= 0:
+        return f"{count:,}x, {format_duration(lost_ns)} on CPU {cpu}"
+    rate = count / seconds
+    return (f"{rate:,.0f}x/s" if rate >= 10 else f"{rate:.2g}x/s") + (
+        f" on CPU {cpu}, {format_duration(round(lost_ns / seconds))}/s")
+
+
+def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, seconds: float,
+                 keep: str, host: HostRoot, irqs: dict[str, int], tasks: dict[int, Task | None],
+                 own_pid: int | None, findings: dict[str, Finding]) -> list[PlanEntry]:
+    entries: list[PlanEntry] = []
+    durations, kinds, details = causes["duration_ns"], causes["cause"], causes["detail"]
+
+    def entry(claim: _Claim, action: str, applies: str, source: str, said: str, **ids) -> None:
+        entries.append(PlanEntry(cpu, action, applies, source, said,
+                                 _share(claim.lost_ns, total_ns), claim.lost_ns, claim.count,
+                                 **ids))
+
+    for name in sorted(set(details[kinds == "irq"])):
+        claim = _Claim()
+        claim.add(durations[(kinds == "irq") & (details == name)])
+        number = irqs.get(name)
+        if number is None:
+            entry(claim, "irq-affinity", NOT_POSSIBLE, f"IRQ {name}",
+                  f"IRQ {name} fired {_rate(claim.count, claim.lost_ns, seconds, cpu)}: not in "
+                  f"/proc/interrupts (gone?), so it cannot be moved")
+            continue
+        now = host.text(f"/proc/irq/{number}/smp_affinity_list") or "?"
+        entry(claim, "irq-affinity", RUNTIME, f"IRQ {number} {name}",
+              f"IRQ {number} {name} fired {_rate(claim.count, claim.lost_ns, seconds, cpu)}: "
+              f"move its affinity (now {now}) to the housekeeping CPUs {keep}", irq=number)
+
+    threads = kinds == "thread"
+    unbound, exited = _Claim(), {}
+    for pid in sorted(set(pids[threads].tolist())):
+        for comm in sorted(set(details[threads & (pids == pid)])):
+            rows = threads & (pids == pid) & (details == comm)
+            claim = _Claim()
+            claim.add(durations[rows])
+            task = tasks.get(pid)
+            rate = _rate(claim.count, claim.lost_ns, seconds, cpu)
+            if UNBOUND_KWORKER.match(comm):
+                unbound.add(durations[rows])
+            elif own_pid is not None and task is not None and task.pid == own_pid:
+                continue  # the measurement's own threads (its controller)
+            elif task is not None and task.pinned or PER_CPU_KTHREAD.match(comm):
+                entry(claim, "none", NOT_POSSIBLE, f"kernel thread {comm}"
+                      + (f" (pid {pid})" if pid >= 0 else ""),
+                      f"per-CPU kernel thread {comm} ran {rate}: it cannot be moved "
+                      f"(bound to its CPU)", pid=pid if pid >= 0 else None)
+            elif task is None:
+                exited.setdefault(comm, _Claim()).add(durations[rows])
+            elif task.kernel:
+                entry(claim, "task-affinity", RUNTIME, f"kernel thread {comm} (pid {pid})",
+                      f"kernel thread {comm} (pid {pid}) ran {rate}: restrict its affinity to "
+                      f"CPUs {keep}", pid=pid)
+            else:
+                thread = f", thread {task.tid}" if task.tid != task.pid else ""
+                entry(claim, "task-affinity", RUNTIME, f"process {comm} (pid {task.pid}{thread})",
+                      f"process {comm} (pid {task.pid}{thread}) ran {rate}: restrict its "
+                      f"affinity to CPUs {keep}", pid=task.pid)
+    if unbound.count:
+        now = host.text(WORKQUEUE_CPUMASK) or "?"
+        entry(unbound, "workqueue-cpumask", RUNTIME, "unbound kworkers",
+              f"unbound kworkers ran {_rate(unbound.count, unbound.lost_ns, seconds, cpu)}: "
+              f"write the housekeeping CPUs {keep} to {WORKQUEUE_CPUMASK} (now {now})")
+    for comm, claim in sorted(exited.items()):
+        entry(claim, "none", NOT_POSSIBLE, f"exited tasks {comm}",
+              f"tasks named {comm}, exited since, ran {_rate(claim.count, claim.lost_ns, seconds, cpu)}: "
+              f"short-lived, so restrict where their parent starts them (its affinity or cpuset)")
+
+    host_time = _Claim()
+    host_time.add(durations[kinds == "unexplained"])
+    if host_time.count:
+        entry(host_time, "none", NOT_POSSIBLE, "outside this kernel",
+              f"time the kernel saw nothing of (a hypervisor, firmware, SMIs), "
+              f"{_rate(host_time.count, host_time.lost_ns, seconds, cpu)}: no setting here moves "
+              f"it (on a VM: dedicated, isolated host cores for the vCPUs)")
+
+    watchdog = _Claim()
+    watchdog.add(durations[((kinds == "timer") & (details == WATCHDOG_TIMER)) | (kinds == "nmi")])
+    if watchdog.count and "watchdogs" in findings:
+        entry(watchdog, "watchdogs", RUNTIME, "lockup watchdogs",
+              f"the watchdog timer and NMIs fired {_rate(watchdog.count, watchdog.lost_ns, seconds, cpu)}: "
+              f"{findings['watchdogs'].advice}")
+    return entries
+
+
+def _boot_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, keep: str,
+                  tasks: dict[int, Task | None], findings: dict[str, Finding]) -> list[PlanEntry]:
+    """Boot parameters the target CPU lacks, with the share of the time they would remove."""
+    kinds, details, durations = causes["cause"], causes["detail"], causes["duration_ns"]
+    removes = {
+        "nohz_full": ((kinds == "tick") | (kinds == "softirq") & np.isin(details, TICK_SOFTIRQS),
+                      "the tick and the softirqs it raises"),
+        "rcu_nocbs": ((kinds == "softirq") & (details == "RCU"), "RCU callbacks (softirq RCU)"),
+        "isolcpus": (_movable_threads(causes, pids, tasks), "other tasks the scheduler placed "
+                     "here (the same time as their affinity entries)"),
+    }
+    entries = []
+    for parameter, (rows, what) in removes.items():
+        if parameter not in findings or cpu not in findings[parameter].cpus:
+            continue  # the CPU has it already
+        claim = _Claim()
+        claim.add(durations[rows])
+        share = _share(claim.lost_ns, total_ns)
+        entries.append(PlanEntry(
+            cpu, f"boot:{parameter}", BOOT, parameter,
+            f"boot with {parameter}={cpu} (keep {keep} for housekeeping): removes {what}, "
+            f"{share:.1f}% of CPU {cpu}'s lost time ({claim.count:,} times)",
+            share, claim.lost_ns, claim.count))
+    return entries
+
+
+def _movable_threads(causes: Table, pids: np.ndarray, tasks: dict[int, Task | None]
+                     ) -> np.ndarray:
+    """`thread` rows of tasks that are not per-CPU kernel threads."""
+    rows = causes["cause"] == "thread"
+    for index in np.flatnonzero(rows):
+        task = tasks.get(int(pids[index]))
+        if PER_CPU_KTHREAD.match(str(causes["detail"][index])) or task is not None and task.pinned:
+            rows[index] = False
+    return rows
