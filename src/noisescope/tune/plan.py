@@ -135,6 +135,8 @@ def task_ids(causes: Table, switches: Table | None) -> np.ndarray:
     keys = {(int(causes["cpu"][i]), str(causes["detail"][i])) for i in threads}
     for cpu, comm in keys:
         chosen = (switches["cpu"] == cpu) & (switches["next_comm"] == comm)
+        if not chosen.any():
+            continue
         times, tids = switches["timestamp_ns"][chosen], switches["next_pid"][chosen]
         order = np.argsort(times, kind="stable")
         times, tids = times[order], tids[order]
