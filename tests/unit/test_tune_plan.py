@@ -17,7 +17,7 @@ import pytest
 from noisescope.host import HostRoot
 from noisescope.system import ADVICE, OK, Finding
 from noisescope.tables import Table
-from noisescope.tune.plan import BOOT, NOT_POSSIBLE, RUNTIME, make_plan, read_task
+from noisescope.tune.plan import BOOT, NOT_POSSIBLE, RUNTIME, make_plan, read_task, split_threads
 
 HOST = HostRoot(Path(__file__).parents[1] / "fixtures" / "hosts" / "kvm-guest")
 
@@ -177,3 +177,18 @@ def test_read_task_reads_flags_and_thread_group_through_odd_names():
     assert (task.pid, task.tid, task.kernel, task.pinned) == (456, 457, False, False)
     assert read_task(HOST, 11).pinned and read_task(HOST, 123).kernel
     assert read_task(HOST, 999) is None
+
+
+def test_one_row_of_two_tasks_with_one_name_is_shared_out_by_their_switches():
+    """A detour of 10 us in which `bar` pid 456 ran 3 us, pid 1 (`x`) 2 us and `bar`
+    pid 123 the last 5 us: the row's 10 us go 3:5 to the two bars."""
+    causes = Table({"cpu": np.array([1]), "start_ns": np.array([1_000]),
+                    "cause": np.array(["thread"], dtype=object),
+                    "detail": np.array(["bar"], dtype=object), "duration_ns": np.array([10_000])})
+    switches = Table({"cpu": np.array([1, 1, 1, 1]),
+                      "timestamp_ns": np.array([1_000, 4_000, 6_000, 11_000]),
+                      "next_comm": np.array(["bar", "x", "bar", "ns-detour/1"], dtype=object),
+                      "next_pid": np.array([456, 1, 123, 7])})
+    split, pids = split_threads(causes, switches)
+    assert sorted(zip(pids.tolist(), split["duration_ns"].tolist())) == [(123, 6_250),
+                                                                         (456, 3_750)]

@@ -8,8 +8,8 @@ shares of one CPU's cause-based entries add up to at most 100%:
 
 - `irq` (detail: the handler's name) -> the IRQ's affinity (its number from
   /proc/interrupts);
-- `thread` (detail: the task's comm; its pid from the `sched_switch` table:
-  the last switch to that comm on the CPU before the time ended) -> the
+- `thread` (detail: the task's comm; its pids from the `sched_switch` table,
+  the row's time shared among the tasks of that comm that ran in it) -> the
   affinity of that process or kernel thread; an unbound kworker -> the
   unbound workqueue cpumask; a per-CPU kernel thread (kworker/1:0,
   ksoftirqd/1, ...) cannot be moved and is listed as such; tasks that have
@@ -124,26 +124,73 @@ def irq_numbers(host: HostRoot) -> dict[str, int]:
     return names
 
 
-def task_ids(causes: Table, switches: Table | None) -> np.ndarray:
-    """For each `thread` row of `causes`, the pid (tid) that ran: the last switch
-    to a task of that comm on the row's CPU before the row's time ended; -1 if none."""
-    pids = np.full(causes.rows, -1, dtype=np.int64)
-    if switches is None or not switches.rows:
-        return pids
-    ends = causes["start_ns"] + causes["duration_ns"]
-    threads = np.flatnonzero(causes["cause"] == "thread")
-    keys = {(int(causes["cpu"][i]), str(causes["detail"][i])) for i in threads}
-    for cpu, comm in keys:
-        chosen = (switches["cpu"] == cpu) & (switches["next_comm"] == comm)
-        if not chosen.any():
+def split_threads(causes: Table, switches: Table | None) -> tuple[Table, np.ndarray]:
+    """`causes` with each `thread` row split among the tasks of that comm that ran
+    in it, and the pid (tid) of every row (-1: none, or not known).
+
+    A row holds the time of every task of one comm in one span (two `python`
+    processes in one detour are one row); the switches of the row's CPU inside
+    the span say which ran how long, and the row's time is shared out in that
+    proportion (so a CPU's total stays exact). A row without a switch to its
+    comm inside the span (the trace missed it and attribution put it back,
+    see trace/switches.py) goes to the last task of that comm switched to on
+    the CPU before the span ended, if any."""
+    rows: list[int] = []
+    pids: list[int] = []
+    shares: list[int] = []
+    by_cpu: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if switches is not None and switches.rows:
+        for cpu in np.unique(switches["cpu"]):
+            mine = np.flatnonzero(switches["cpu"] == cpu)
+            order = mine[np.argsort(switches["timestamp_ns"][mine], kind="stable")]
+            by_cpu[int(cpu)] = (switches["timestamp_ns"][order], switches["next_comm"][order],
+                                switches["next_pid"][order])
+    for index in range(causes.rows):
+        duration = int(causes["duration_ns"][index])
+        ran = (_runs(by_cpu.get(int(causes["cpu"][index])), str(causes["detail"][index]),
+                     int(causes["start_ns"][index]), duration)
+               if causes["cause"][index] == "thread" else {})
+        if not ran:
+            rows.append(index)
+            pids.append(-1 if causes["cause"][index] != "thread" else _last_before(
+                by_cpu.get(int(causes["cpu"][index])), str(causes["detail"][index]),
+                int(causes["start_ns"][index]) + duration))
+            shares.append(duration)
             continue
-        times, tids = switches["timestamp_ns"][chosen], switches["next_pid"][chosen]
-        order = np.argsort(times, kind="stable")
-        times, tids = times[order], tids[order]
-        rows = threads[(causes["cpu"][threads] == cpu) & (causes["detail"][threads] == comm)]
-        at = np.searchsorted(times, ends[rows], side="right") - 1
-        pids[rows] = np.where(at >= 0, tids[np.maximum(at, 0)], -1)
-    return pids
+        total, given = sum(ran.values()), 0
+        for number, (pid, ns) in enumerate(sorted(ran.items())):
+            part = duration - given if number == len(ran) - 1 else duration * ns // total
+            given += part
+            rows.append(index)
+            pids.append(pid)
+            shares.append(part)
+    split = Table({name: causes[name][rows] for name in causes.columns})
+    split = Table({**{name: split[name] for name in split.columns},
+                   "duration_ns": np.array(shares, dtype=np.int64)})
+    return split, np.array(pids, dtype=np.int64)
+
+
+def _runs(switches, comm: str, start_ns: int, duration_ns: int) -> dict[int, int]:
+    """pid -> ns that tasks named `comm` ran on one CPU within the span, from its switches."""
+    if switches is None:
+        return {}
+    times, comms, tids = switches
+    end_ns = start_ns + duration_ns
+    first, last = np.searchsorted(times, start_ns), np.searchsorted(times, end_ns, side="right")
+    ran: dict[int, int] = {}
+    for at in range(first, last):
+        if comms[at] == comm:
+            until = min(int(times[at + 1]) if at + 1 < len(times) else end_ns, end_ns)
+            ran[int(tids[at])] = ran.get(int(tids[at]), 0) + until - int(times[at])
+    return {pid: ns for pid, ns in ran.items() if ns > 0}
+
+
+def _last_before(switches, comm: str, end_ns: int) -> int:
+    if switches is None:
+        return -1
+    times, comms, tids = switches
+    earlier = np.flatnonzero(comms[: np.searchsorted(times, end_ns, side="right")] == comm)
+    return int(tids[earlier[-1]]) if len(earlier) else -1
 
 
 def _by_live_comm(causes: Table, pids: np.ndarray, host: HostRoot) -> None:
@@ -185,7 +232,7 @@ def make_plan(causes: Table, switches: Table | None, measured_ns: dict[int, int]
     targets, housekeeping = tuple(targets), tuple(housekeeping)
     keep = format_cpu_list(housekeeping)
     irqs = irq_numbers(host)
-    pids = task_ids(causes, switches)
+    causes, pids = split_threads(causes, switches)
     _by_live_comm(causes, pids, host)
     tasks = {pid: read_task(host, pid) for pid in set(pids[pids >= 0].tolist())}
     findings = {f.check: f for f in findings if f.state == ADVICE}
