@@ -190,5 +190,5 @@ def test_one_row_of_two_tasks_with_one_name_is_shared_out_by_their_switches():
                       "next_comm": np.array(["bar", "x", "bar", "ns-detour/1"], dtype=object),
                       "next_pid": np.array([456, 1, 123, 7])})
     split, pids = split_threads(causes, switches)
-    assert sorted(zip(pids.tolist(), split["duration_ns"].tolist())) == [(123, 6_250),
+    assert sorted(zip(pids.tolist(), split["duration_ns"].tolist(), strict=True)) == [(123, 6_250),
                                                                          (456, 3_750)]
