@@ -11,7 +11,6 @@ the load balancer). Needs root and tracefs; skips itself otherwise."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -99,7 +98,7 @@ def test_the_plan_names_an_injected_hog_with_its_pid_and_changes_nothing(tmp_pat
     assert "Tuning plan" in done.stdout and f"(pid {hog.pid})" in done.stdout
     assert after == before  # value by value: affinities, IRQ masks, sysctls
 
-    manifest = json.loads((tmp_path / "plan" / "manifest.json").read_text())
+    manifest = noisescope.load(tmp_path / "plan").manifest  # validated against the schema
     assert manifest["kind"] == "tune"
     found = [e for e in manifest["summaries"]["plan"]
              if e["pid"] == hog.pid and e["cpu"] == target]

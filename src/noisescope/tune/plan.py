@@ -135,9 +135,10 @@ def split_threads(causes: Table, switches: Table | None) -> tuple[Table, np.ndar
     comm inside the span (the trace missed it and attribution put it back,
     see trace/switches.py) goes to the last task of that comm switched to on
     the CPU before the span ended, if any."""
-    rows: list[int] = []
-    pids: list[int] = []
-    shares: list[int] = []
+    others = np.flatnonzero(causes["cause"] != "thread")  # kept as they are, pid -1
+    rows: list[int] = others.tolist()
+    pids: list[int] = [-1] * len(rows)
+    shares: list[int] = causes["duration_ns"][others].tolist()
     by_cpu: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     if switches is not None and switches.rows:
         for cpu in np.unique(switches["cpu"]):
@@ -145,18 +146,12 @@ def split_threads(causes: Table, switches: Table | None) -> tuple[Table, np.ndar
             order = mine[np.argsort(switches["timestamp_ns"][mine], kind="stable")]
             by_cpu[int(cpu)] = (switches["timestamp_ns"][order], switches["next_comm"][order],
                                 switches["next_pid"][order])
-    for index in range(causes.rows):
-        duration = int(causes["duration_ns"][index])
-        ran = (_runs(by_cpu.get(int(causes["cpu"][index])), str(causes["detail"][index]),
-                     int(causes["start_ns"][index]), duration)
-               if causes["cause"][index] == "thread" else {})
+    for index in np.flatnonzero(causes["cause"] == "thread").tolist():
+        cpu_switches, comm = by_cpu.get(int(causes["cpu"][index])), str(causes["detail"][index])
+        start, duration = int(causes["start_ns"][index]), int(causes["duration_ns"][index])
+        ran = _runs(cpu_switches, comm, start, duration)
         if not ran:
-            rows.append(index)
-            pids.append(-1 if causes["cause"][index] != "thread" else _last_before(
-                by_cpu.get(int(causes["cpu"][index])), str(causes["detail"][index]),
-                int(causes["start_ns"][index]) + duration))
-            shares.append(duration)
-            continue
+            ran = {_last_before(cpu_switches, comm, start + duration): duration}
         total, given = sum(ran.values()), 0
         for number, (pid, ns) in enumerate(sorted(ran.items())):
             part = duration - given if number == len(ran) - 1 else duration * ns // total
@@ -164,10 +159,9 @@ def split_threads(causes: Table, switches: Table | None) -> tuple[Table, np.ndar
             rows.append(index)
             pids.append(pid)
             shares.append(part)
-    split = Table({name: causes[name][rows] for name in causes.columns})
-    split = Table({**{name: split[name] for name in split.columns},
-                   "duration_ns": np.array(shares, dtype=np.int64)})
-    return split, np.array(pids, dtype=np.int64)
+    split = {name: causes[name][rows] for name in causes.columns}
+    split["duration_ns"] = np.array(shares, dtype=np.int64)
+    return Table(split), np.array(pids, dtype=np.int64)
 
 
 def _runs(switches, comm: str, start_ns: int, duration_ns: int) -> dict[int, int]:
@@ -232,7 +226,7 @@ def make_plan(causes: Table, switches: Table | None, measured_ns: dict[int, int]
     targets, housekeeping = tuple(targets), tuple(housekeeping)
     keep = format_cpu_list(housekeeping)
     irqs = irq_numbers(host)
-    causes, pids = split_threads(causes, switches)
+    causes, pids = split_threads(causes.filter(np.isin(causes["cpu"], targets)), switches)
     _by_live_comm(causes, pids, host)
     tasks = {pid: read_task(host, pid) for pid in set(pids[pids >= 0].tolist())}
     findings = {f.check: f for f in findings if f.state == ADVICE}
