@@ -2,7 +2,7 @@
 kvm-guest host tree (tests/fixtures/hosts/kvm-guest: IRQ 36 is virtio1-req.0
 with affinity 0-1; /proc/123 the kernel thread kdamond.0, /proc/11 the per-CPU
 ksoftirqd/1 (PF_NO_SETAFFINITY), /proc/456 the process foo and /proc/457 its
-thread `foo (worker)`; the unbound workqueue cpumask is 1).
+thread `foo (worker)`; the unbound workqueue cpumask is 3: CPUs 0-1).
 
 CPU 1 loses 200 us in all (the rows below); each entry's share is its rows'
 time over that, so the expected shares are exact."""
@@ -42,6 +42,8 @@ TOTAL_NS = 200_000
 FINDINGS = [
     Finding("watchdogs", ADVICE, "watchdog on", "sysctl kernel.watchdog=0"),
     Finding("thp", ADVICE, "transparent huge pages: always", "echo madvise > ..."),
+    Finding("timer migration", ADVICE, "timer migration is on", "sysctl kernel.timer_migration=0"),
+    Finding("workqueue cpumask", ADVICE, "unbound work may run on CPU 1", "echo 1 > ...", (1,)),
     Finding("nohz_full", ADVICE, "nohz_full does not include CPU 1", "boot with ...", (1,)),
     Finding("rcu_nocbs", ADVICE, "rcu_nocbs does not include CPU 1", "boot with ...", (1,)),
     Finding("isolcpus", ADVICE, "isolcpus does not include CPU 1", "boot with ...", (1,)),
@@ -130,7 +132,8 @@ def test_exited_tasks_unbound_kworkers_and_host_time(plan):
     assert exited.applies == NOT_POSSIBLE and exited.share_pct == pytest.approx(3.0)
     unbound = one(plan, "unbound kworkers")
     assert unbound.action == "workqueue-cpumask" and unbound.applies == RUNTIME
-    assert unbound.share_pct == pytest.approx(3.5) and "(now 1)" in unbound.evidence
+    assert unbound.share_pct == pytest.approx(3.5)
+    assert "write 1 (the housekeeping CPUs 0) to /sys/devices/virtual/workqueue/cpumask (now 3)" in unbound.evidence
     outside = one(plan, "outside this kernel")
     assert outside.applies == NOT_POSSIBLE and outside.share_pct == pytest.approx(15.0)
     watchdog = one(plan, "lockup watchdogs")
@@ -161,8 +164,11 @@ def test_shares_of_one_cpu_add_up_to_what_was_claimed(plan):
 
 def test_system_findings_become_entries_without_a_share(plan):
     system = [e for e in plan if e.cpu is None]
-    assert [e.action for e in system] == ["thp"]  # watchdogs has its per-CPU entry already
-    assert system[0].share_pct is None and "echo madvise" in system[0].evidence
+    # watchdogs and the workqueue cpumask have their per-CPU entries (with shares) already
+    assert [e.action for e in system] == ["thp", "timer-migration"]
+    assert all(e.share_pct is None and e.applies == RUNTIME for e in system)
+    assert "echo madvise" in system[0].evidence
+    assert "kernel.timer_migration=0" in system[1].evidence
 
 
 def test_the_measuring_process_is_not_a_candidate():

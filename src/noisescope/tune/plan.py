@@ -37,9 +37,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..host import HostRoot, parse_interrupts
-from ..system import ADVICE, Finding
+from ..system import ADVICE, WORKQUEUE_CPUMASK, Finding
 from ..tables import Table
-from ..units import format_cpu_list, format_duration
+from ..units import cpumask_text, format_cpu_list, format_duration, parse_cpu_list
 
 # /proc/PID/stat flags (include/linux/sched.h)
 PF_KTHREAD = 0x00200000
@@ -52,7 +52,6 @@ PER_CPU_KTHREAD = re.compile(
 UNBOUND_KWORKER = re.compile(r"^kworker/u\d+:\d+")
 TICK_SOFTIRQS = ("TIMER", "SCHED")  # raised by the tick itself
 WATCHDOG_TIMER = "watchdog_timer_fn"
-WORKQUEUE_CPUMASK = "/sys/devices/virtual/workqueue/cpumask"
 
 # How each entry can be carried out.
 RUNTIME, BOOT, NOT_POSSIBLE = "runtime", "boot", "no"
@@ -60,7 +59,8 @@ RUNTIME, BOOT, NOT_POSSIBLE = "runtime", "boot", "no"
 # from the attribution, or not about this machine's settings).
 SYSTEM_ACTIONS = {"watchdogs": RUNTIME, "rt throttling": RUNTIME, "thp": RUNTIME,
                   "idle states": RUNTIME, "irqbalance": RUNTIME, "governor": RUNTIME,
-                  "turbo": RUNTIME, "clocksource": RUNTIME, "smt": BOOT}
+                  "turbo": RUNTIME, "clocksource": RUNTIME, "vm.stat_interval": RUNTIME,
+                  "timer migration": RUNTIME, "workqueue cpumask": RUNTIME, "smt": BOOT}
 
 
 @dataclass(frozen=True)
@@ -321,7 +321,8 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
         now = host.text(WORKQUEUE_CPUMASK) or "?"
         entry(unbound, "workqueue-cpumask", RUNTIME, "unbound kworkers",
               f"unbound kworkers ran {_rate(unbound.count, unbound.lost_ns, seconds, cpu)}: "
-              f"write the housekeeping CPUs {keep} to {WORKQUEUE_CPUMASK} (now {now})")
+              f"write {cpumask_text(parse_cpu_list(keep))} (the housekeeping CPUs {keep}) to "
+              f"{WORKQUEUE_CPUMASK} (now {now})")
     for comm, claim in sorted(exited.items()):
         entry(claim, "none", NOT_POSSIBLE, f"exited tasks {comm}",
               f"tasks named {comm}, exited since, ran {_rate(claim.count, claim.lost_ns, seconds, cpu)}: "
