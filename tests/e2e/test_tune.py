@@ -12,6 +12,7 @@ the load balancer). Needs root and tracefs; skips itself otherwise."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ import pytest
 
 import noisescope
 from noisescope.host import HostRoot
+from noisescope.units import parse_cpu_list as _cpus
 
 from ..conftest import needs_root
 from ..helpers import as_nobody
@@ -147,3 +149,66 @@ def test_not_root_is_refused(live_facts):
                               timeout=120, cwd=scratch, env={**os.environ, "HOME": str(scratch)})
         _one_line_error(done, "tune needs root")
         assert not (scratch / "x").exists()
+
+
+MOVER = """
+import sys, time
+from noisescope.knobs import KnobJournal
+from noisescope.tune.actions import NotApplied, move_irq, move_task
+journal = KnobJournal("tune")
+housekeeping = (int(sys.argv[2]),)
+for irq in sys.argv[3:]:
+    try:
+        move_irq(journal, int(irq), housekeeping)
+    except NotApplied as why:
+        continue
+    print("irq", irq, flush=True)
+    break
+move_task(journal, int(sys.argv[1]), housekeeping)
+print("changed", flush=True)
+time.sleep(600)
+"""
+
+
+@needs_root
+def test_real_irq_and_task_moves_are_restored_by_cleanup_after_sigkill(tmp_path, live_facts):
+    """The primitives a later `tune --measure` will use, on this machine: a process
+    moves a device IRQ and the hog's affinity to the housekeeping CPU, journalled,
+    and is killed with SIGKILL; `noisescope cleanup` puts both back (journals, and
+    the leftovers it sweeps, kept under tmp_path)."""
+    if len(live_facts.online) < 2:
+        pytest.skip("needs two CPUs")
+    housekeeping, target = live_facts.online[0], live_facts.online[-1]
+    host = HostRoot("/")
+    irqs = [irq for irq in host.listdir("/proc/irq") if irq.isdigit()
+            and target in _cpus(host.text(f"/proc/irq/{irq}/smp_affinity_list") or "0-0")]
+    if not irqs:
+        pytest.skip(f"no IRQ may fire on CPU {target}")
+    env = {**os.environ, "NOISESCOPE_JOURNAL_DIR": str(tmp_path / "journals"),
+           "TMPDIR": str(tmp_path)}
+    hog = subprocess.Popen([sys.executable, "-c", HOG], env={**env, "HOG_CPU": str(target)})
+    try:
+        time.sleep(0.3)
+        before = machine_state(hog.pid)
+        mover = subprocess.Popen([sys.executable, "-c", MOVER, str(hog.pid), str(housekeeping),
+                                  *irqs], stdout=subprocess.PIPE, text=True, env=env)
+        said = [mover.stdout.readline().split() for _ in range(2)]
+        assert said[-1] == ["changed"], said
+        moved_irq = said[0][1] if said[0][0] == "irq" else None
+        changed = machine_state(hog.pid)
+        assert changed["hog affinity"] == str([housekeeping])
+        if moved_irq is not None:
+            assert changed[f"irq {moved_irq}"] != before[f"irq {moved_irq}"]
+        mover.send_signal(signal.SIGKILL)
+        mover.wait()
+        done = subprocess.run([*CLI, "cleanup"], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env=env)
+        after = machine_state(hog.pid)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"restored CPU affinity of task {hog.pid} = " in done.stdout
+    if moved_irq is not None:
+        assert f"/proc/irq/{moved_irq}/smp_affinity_list" in done.stdout
+    assert after == before  # value by value
