@@ -18,6 +18,7 @@ from noisescope.host import HostRoot
 from noisescope.system import ADVICE, OK, Finding
 from noisescope.tables import Table
 from noisescope.tune.plan import BOOT, NOT_POSSIBLE, RUNTIME, make_plan, read_task, split_threads
+from noisescope.units import SECOND
 
 HOST = HostRoot(Path(__file__).parents[1] / "fixtures" / "hosts" / "kvm-guest")
 
@@ -133,7 +134,8 @@ def test_exited_tasks_unbound_kworkers_and_host_time(plan):
     unbound = one(plan, "unbound kworkers")
     assert unbound.action == "workqueue-cpumask" and unbound.applies == RUNTIME
     assert unbound.share_pct == pytest.approx(3.5)
-    assert "write 1 (the housekeeping CPUs 0) to /sys/devices/virtual/workqueue/cpumask (now 3)" in unbound.evidence
+    assert ("write 1 (the housekeeping CPUs 0) to /sys/devices/virtual/workqueue/cpumask "
+            "(now 3)") in unbound.evidence
     outside = one(plan, "outside this kernel")
     assert outside.applies == NOT_POSSIBLE and outside.share_pct == pytest.approx(15.0)
     watchdog = one(plan, "lockup watchdogs")
@@ -198,3 +200,20 @@ def test_one_row_of_two_tasks_with_one_name_is_shared_out_by_their_switches():
     split, pids = split_threads(causes, switches)
     assert sorted(zip(pids.tolist(), split["duration_ns"].tolist(), strict=True)) == [(123, 6_250),
                                                                          (456, 3_750)]
+
+
+def test_a_process_whose_switch_the_trace_missed_is_not_named_after_a_live_namesake(tmp_path):
+    """/proc/123 (kdamond.0, a kernel thread) names a row without a switch (above);
+    a process of the row's name alive now may be another one (a new `sed`)."""
+    import shutil
+
+    root = tmp_path / "host"
+    shutil.copytree(HOST.root, root)
+    (root / "proc/456/comm").write_text("foo\n")
+    causes = Table({"cpu": np.array([1]), "start_ns": np.array([1_000]),
+                    "cause": np.array(["thread"], dtype=object),
+                    "detail": np.array(["foo"], dtype=object), "duration_ns": np.array([10_000])})
+    (entry,) = [e for e in make_plan(causes, None, {1: SECOND}, (1,), (0,), HostRoot(root))
+                if e.cpu == 1]
+    assert entry.source == "tasks foo (pid unknown)" and entry.pid is None
+    assert entry.applies == NOT_POSSIBLE and entry.share_pct == pytest.approx(100.0)

@@ -13,7 +13,7 @@ shares of one CPU's cause-based entries add up to at most 100%:
   affinity of that process or kernel thread; an unbound kworker -> the
   unbound workqueue cpumask; a per-CPU kernel thread (kworker/1:0,
   ksoftirqd/1, ...) cannot be moved and is listed as such; tasks that have
-  exited are listed together by name;
+  exited, and those whose pid the trace lacks, are listed together by name;
 - `tick` and the softirqs the tick raises (TIMER, SCHED) -> nohz_full, RCU
   callbacks (softirq RCU) -> rcu_nocbs: boot parameters, advised only;
 - `timer` watchdog_timer_fn and `nmi` -> the lockup watchdogs.
@@ -140,18 +140,26 @@ def split_threads(causes: Table, switches: Table | None) -> tuple[Table, np.ndar
     pids: list[int] = [-1] * len(rows)
     shares: list[int] = causes["duration_ns"][others].tolist()
     by_cpu: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    by_comm: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # its switches-to, in time
     if switches is not None and switches.rows:
-        for cpu in np.unique(switches["cpu"]):
+        for cpu in np.unique(switches["cpu"]).tolist():
             mine = np.flatnonzero(switches["cpu"] == cpu)
             order = mine[np.argsort(switches["timestamp_ns"][mine], kind="stable")]
-            by_cpu[int(cpu)] = (switches["timestamp_ns"][order], switches["next_comm"][order],
-                                switches["next_pid"][order])
+            times, comms = switches["timestamp_ns"][order], switches["next_comm"][order]
+            tids = switches["next_pid"][order]
+            by_cpu[cpu] = (times, comms, tids)
+            names, codes = np.unique(comms.astype(str), return_inverse=True)
+            grouped = np.argsort(codes, kind="stable")  # stays in time order within a name
+            for name, members in zip(names.tolist(), np.split(grouped, np.cumsum(
+                    np.bincount(codes, minlength=len(names)))[:-1]), strict=True):
+                by_comm[(cpu, name)] = (times[members], tids[members])
     for index in np.flatnonzero(causes["cause"] == "thread").tolist():
         cpu_switches, comm = by_cpu.get(int(causes["cpu"][index])), str(causes["detail"][index])
         start, duration = int(causes["start_ns"][index]), int(causes["duration_ns"][index])
         ran = _runs(cpu_switches, comm, start, duration)
         if not ran:
-            ran = {_last_before(cpu_switches, comm, start + duration): duration}
+            ran = {_last_before(by_comm.get((int(causes["cpu"][index]), comm)),
+                                start + duration): duration}
         total, given = sum(ran.values()), 0
         for number, (pid, ns) in enumerate(sorted(ran.items())):
             part = duration - given if number == len(ran) - 1 else duration * ns // total
@@ -179,18 +187,21 @@ def _runs(switches, comm: str, start_ns: int, duration_ns: int) -> dict[int, int
     return {pid: ns for pid, ns in ran.items() if ns > 0}
 
 
-def _last_before(switches, comm: str, end_ns: int) -> int:
-    if switches is None:
+def _last_before(switches_to, end_ns: int) -> int:
+    """The task of the last of `switches_to` (times, tids of one comm) before `end_ns`; -1: none."""
+    if switches_to is None:
         return -1
-    times, comms, tids = switches
-    earlier = np.flatnonzero(comms[: np.searchsorted(times, end_ns, side="right")] == comm)
-    return int(tids[earlier[-1]]) if len(earlier) else -1
+    times, tids = switches_to
+    at = np.searchsorted(times, end_ns, side="right") - 1
+    return int(tids[at]) if at >= 0 else -1
 
 
 def _by_live_comm(causes: Table, pids: np.ndarray, host: HostRoot) -> None:
     """Fill in the pid of `thread` rows whose switch the trace missed (it put the
     switch back from other events, see trace/switches.py) where exactly one live
-    task has that comm."""
+    task has that comm and it is a kernel thread: those live as long as the
+    machine, while a process of that name now (a `sed`) need not be the one
+    that ran."""
     missing = np.flatnonzero((causes["cause"] == "thread") & (pids < 0))
     if not len(missing):
         return
@@ -200,7 +211,7 @@ def _by_live_comm(causes: Table, pids: np.ndarray, host: HostRoot) -> None:
             live.setdefault(host.text(f"/proc/{entry}/comm") or "", []).append(int(entry))
     for index in missing:
         found = live.get(str(causes["detail"][index]), [])
-        if len(found) == 1:
+        if len(found) == 1 and (task := read_task(host, found[0])) is not None and task.kernel:
             pids[index] = found[0]
 
 
@@ -289,7 +300,7 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
               f"move its affinity (now {now}) to the housekeeping CPUs {keep}", irq=number)
 
     threads = kinds == "thread"
-    unbound, exited = _Claim(), {}
+    unbound, exited, unnamed = _Claim(), {}, {}
     for pid in sorted(set(pids[threads].tolist())):
         for comm in sorted(set(details[threads & (pids == pid)])):
             rows = threads & (pids == pid) & (details == comm)
@@ -307,7 +318,7 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
                       f"per-CPU kernel thread {comm} ran {rate}: it cannot be moved "
                       f"(bound to its CPU)", pid=pid if pid >= 0 else None)
             elif task is None:
-                exited.setdefault(comm, _Claim()).add(durations[rows])
+                (exited if pid >= 0 else unnamed).setdefault(comm, _Claim()).add(durations[rows])
             elif task.kernel:
                 entry(claim, "task-affinity", RUNTIME, f"kernel thread {comm} (pid {pid})",
                       f"kernel thread {comm} (pid {pid}) ran {rate}: restrict its affinity to "
@@ -327,6 +338,10 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
         entry(claim, "none", NOT_POSSIBLE, f"exited tasks {comm}",
               f"tasks named {comm}, exited since, ran {_rate(claim.count, claim.lost_ns, seconds, cpu)}: "
               f"short-lived, so restrict where their parent starts them (its affinity or cpuset)")
+    for comm, claim in sorted(unnamed.items()):
+        entry(claim, "none", NOT_POSSIBLE, f"tasks {comm} (pid unknown)",
+              f"tasks named {comm} ran {_rate(claim.count, claim.lost_ns, seconds, cpu)}: the "
+              f"trace missed their switches, so their pids are unknown")
 
     host_time = _Claim()
     host_time.add(durations[kinds == "unexplained"])
