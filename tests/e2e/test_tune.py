@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import noisescope
-from noisescope.host import HostRoot
+from noisescope.host import HostRoot, parse_interrupts
 from noisescope.units import parse_cpu_list as _cpus
 
 from ..conftest import needs_root
@@ -100,7 +100,8 @@ def test_the_plan_names_an_injected_hog_with_its_pid_and_changes_nothing(tmp_pat
     assert "Tuning plan" in done.stdout and f"(pid {hog.pid})" in done.stdout
     assert after == before  # value by value: affinities, IRQ masks, sysctls
 
-    manifest = noisescope.load(tmp_path / "plan").manifest  # validated against the schema
+    bundle = noisescope.load(tmp_path / "plan")  # validated against the schema
+    manifest = bundle.manifest
     assert manifest["kind"] == "tune"
     found = [e for e in manifest["summaries"]["plan"]
              if e["pid"] == hog.pid and e["cpu"] == target]
@@ -118,10 +119,17 @@ def test_the_plan_names_an_injected_hog_with_its_pid_and_changes_nothing(tmp_pat
     assert entry["lost_ns"] <= (ran + HOG_BUSY_NS / 1e9) * 1e9
     # One detour a period, or a few where another task split one: 100-600 a second.
     assert 0.5 * 1e9 / HOG_PERIOD_NS * measured_s <= entry["count"] <= 3 * 1e9 / HOG_PERIOD_NS * measured_s
-    lost = sum(e["lost_ns"] for e in manifest["summaries"]["plan"]
-               if e["cpu"] == target and e["action"] != "boot:isolcpus")
-    assert 0 < entry["share_pct"] <= 100 and lost > 0
-    assert entry["share_pct"] == pytest.approx(100 * entry["lost_ns"] / lost, rel=0.5)
+    causes = bundle.table("detour_causes")
+    lost = int(causes["duration_ns"][causes["cpu"] == target].sum())  # the CPU's lost time
+    assert 0 < entry["share_pct"] <= 100
+    assert entry["share_pct"] == pytest.approx(100 * entry["lost_ns"] / lost)
+    claimed = sum(e["lost_ns"] for e in manifest["summaries"]["plan"]
+                  if e["cpu"] == target and e["action"] != "boot:isolcpus")
+    assert claimed <= lost
+    # every IRQ named by number is the one /proc/interrupts calls by its name
+    names = parse_interrupts(Path("/proc/interrupts").read_text()).descriptions
+    for irq in [e for e in manifest["summaries"]["plan"] if e["irq"] is not None]:
+        assert irq["source"].split()[2] in names[str(irq["irq"])].replace(",", " ").split()
 
 
 def _one_line_error(done: subprocess.CompletedProcess, says: str) -> None:

@@ -121,8 +121,7 @@ def test_kernel_threads_and_processes_are_told_apart_with_their_pids(plan):
 
 
 def test_per_cpu_kernel_threads_are_not_proposed_for_moving(plan):
-    for source, share in (("kernel thread ksoftirqd/1 (pid 11)", 5.0),
-                          ("kernel thread migration/1", 0.5)):
+    for source, share in (("kernel thread ksoftirqd/1", 5.0), ("kernel thread migration/1", 0.5)):
         entry = one(plan, source)
         assert entry.applies == NOT_POSSIBLE and "cannot be moved" in entry.evidence
         assert entry.share_pct == pytest.approx(share)

@@ -300,7 +300,7 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
               f"move its affinity (now {now}) to the housekeeping CPUs {keep}", irq=number)
 
     threads = kinds == "thread"
-    unbound, exited, unnamed = _Claim(), {}, {}
+    unbound, exited, unnamed, bound = _Claim(), {}, {}, {}
     for pid in sorted(set(pids[threads].tolist())):
         for comm in sorted(set(details[threads & (pids == pid)])):
             rows = threads & (pids == pid) & (details == comm)
@@ -313,10 +313,7 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
             elif own_pid is not None and task is not None and task.pid == own_pid:
                 continue  # the measurement's own threads (its controller)
             elif task is not None and task.pinned or PER_CPU_KTHREAD.match(comm):
-                entry(claim, "none", NOT_POSSIBLE, f"kernel thread {comm}"
-                      + (f" (pid {pid})" if pid >= 0 else ""),
-                      f"per-CPU kernel thread {comm} ran {rate}: it cannot be moved "
-                      f"(bound to its CPU)", pid=pid if pid >= 0 else None)
+                bound.setdefault(comm, _Claim()).add(durations[rows])
             elif task is None:
                 (exited if pid >= 0 else unnamed).setdefault(comm, _Claim()).add(durations[rows])
             elif task.kernel:
@@ -334,6 +331,10 @@ def _cpu_entries(causes: Table, pids: np.ndarray, cpu: int, total_ns: int, secon
               f"unbound kworkers ran {_rate(unbound.count, unbound.lost_ns, seconds, cpu)}: "
               f"write {cpumask_text(parse_cpu_list(keep))} (the housekeeping CPUs {keep}) to "
               f"{WORKQUEUE_CPUMASK} (now {now})")
+    for comm, claim in sorted(bound.items()):  # by name: rows with and without a pid alike
+        entry(claim, "none", NOT_POSSIBLE, f"kernel thread {comm}",
+              f"per-CPU kernel thread {comm} ran {_rate(claim.count, claim.lost_ns, seconds, cpu)}: "
+              f"it cannot be moved (bound to its CPU)")
     for comm, claim in sorted(exited.items()):
         entry(claim, "none", NOT_POSSIBLE, f"exited tasks {comm}",
               f"tasks named {comm}, exited since, ran {_rate(claim.count, claim.lost_ns, seconds, cpu)}: "
