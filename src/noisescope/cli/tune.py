@@ -8,7 +8,7 @@ from ..render.terminal import print_warnings
 from ..render.tune import plan_table
 from ..tune import TuneOptions, tune
 from ..units import format_cpu_list, format_duration, parse_cpu_list, parse_positive_duration
-from .common import Progress, stderr, stdout
+from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
 
 EXAMPLES = """
 \b
@@ -54,4 +54,4 @@ def tune_command(cpus, duration, label, output, quiet):
     if output:
         stderr.print(f"bundle: {bundle.path}" + ("" if bundle.complete else " (incomplete)"),
                      highlight=False)
-    return 0 if bundle.complete else 130
+    return 0 if bundle.complete else EXIT_INTERRUPTED
