@@ -14,9 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import noisescope
 from noisescope.host import HostRoot
 from noisescope.system import ADVICE, OK, Finding
 from noisescope.tables import Table
+from noisescope.tune.baseline import plan_bundle
 from noisescope.tune.plan import BOOT, NOT_POSSIBLE, RUNTIME, make_plan, read_task, split_threads
 from noisescope.units import SECOND
 
@@ -216,3 +218,17 @@ def test_a_process_whose_switch_the_trace_missed_is_not_named_after_a_live_names
                 if e.cpu == 1]
     assert entry.source == "tasks foo (pid unknown)" and entry.pid is None
     assert entry.applies == NOT_POSSIBLE and entry.share_pct == pytest.approx(100.0)
+
+
+def test_a_stored_traced_scan_plans_every_row_at_most_once():
+    """A real traced scan of CPU 1 (tests/fixtures/bundles/scan-161b2c8) with the
+    kvm-guest tree: the entries (isolcpus aside) hold no more than the CPU lost, and
+    each entry's share is its time over that."""
+    bundle = noisescope.load(Path(__file__).parents[1] / "fixtures" / "bundles" / "scan-161b2c8")
+    causes = bundle.table("detour_causes")
+    lost = int(causes["duration_ns"][causes["cpu"] == 1].sum())
+    plan = plan_bundle(bundle, (1,), (0,), root=str(HOST.root))
+    claimed = [e for e in plan if e.cpu == 1 and e.action != "boot:isolcpus"]
+    assert claimed and sum(e.lost_ns for e in claimed) <= lost
+    for entry in claimed:
+        assert entry.share_pct == pytest.approx(100 * entry.lost_ns / lost)
