@@ -13,27 +13,60 @@ knobs and forgets the journals alike.
         journal.change("/sys/devices/system/cpu/smt/control", "off")
         ...measure...
     # restored here, also on errors and Ctrl-C
+
+A task's CPU affinity is journalled the same way (`change_affinity`), with
+the task's start time: a restore after the run died puts it back only on
+that task, never on a later one that got its id.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .leftovers import identity, owner_gone
+from .leftovers import identity, owner_gone, process_start
+from .units import format_cpu_list, parse_cpu_list
 
 JOURNAL_DIR = Path(os.environ.get("NOISESCOPE_JOURNAL_DIR", "/run/noisescope"))
+FILE, AFFINITY = "file", "affinity"  # what a Change changes: a knob's file, a task's affinity
 _JOURNAL_NAME = re.compile(r"^journal-(?P<purpose>[a-z0-9_-]+)-(?P<pid>\d+)\.json$")
 
 
 @dataclass(frozen=True)
 class Change:
-    path: str
-    value: str  # what was written
+    path: str  # the knob's file; for an affinity, /proc/TID of the task
+    value: str  # what was written (an affinity: a CPU list)
     restore: str  # what puts the original back
+    kind: str = FILE
+    start: int | None = None  # an affinity's task: when it started (leftovers.process_start)
+
+    @property
+    def what(self) -> str:
+        """How messages name it."""
+        return f"CPU affinity of task {self.tid}" if self.kind == AFFINITY else self.path
+
+    @property
+    def tid(self) -> int:
+        return int(self.path.rpartition("/")[2])
+
+    def write(self, value: str) -> None:
+        """Set the knob (or the task's affinity) to `value`; OSError if it cannot be."""
+        if self.kind == AFFINITY:
+            os.sched_setaffinity(self.tid, parse_cpu_list(value))
+        else:
+            write_knob(self.path, value)
+
+    def put_back(self) -> bool:
+        """Write the original back; False (nothing done) for a task that has ended
+        (or whose id a later task holds): there is nothing left to restore."""
+        if self.kind == AFFINITY and process_start(self.tid) != self.start:
+            return False
+        self.write(self.restore)
+        return True
 
 
 def write_knob(path: str | os.PathLike[str], value: str) -> None:
@@ -70,14 +103,37 @@ class KnobJournal:
         original restore value. Raises OSError when the knob cannot be written
         (nothing is journalled then)."""
         path = str(path)
-        original = read_knob(path) if restore is None else restore
-        change = Change(path, value, original)
-        known = any(c.path == path for c in self.changes)
+        self._make(Change(path, value, read_knob(path) if restore is None else restore))
+
+    def change_affinity(self, tid: int, cpus: tuple[int, ...]) -> None:
+        """Set the CPU affinity of task (thread) `tid` to `cpus`, journalled like a
+        knob. Raises OSError when the task is gone or refuses (a per-CPU kernel
+        thread: EINVAL), and nothing is journalled then."""
+        start = process_start(tid)
+        try:
+            original = os.sched_getaffinity(tid)
+        except OSError:
+            start = None
+        if start is None:
+            raise ProcessLookupError(errno.ESRCH, f"no task {tid}")
+        self._make(Change(f"/proc/{tid}", format_cpu_list(cpus), format_cpu_list(original),
+                          AFFINITY, start))
+
+    def revert(self, path: str | os.PathLike[str]) -> None:
+        """Put one change back now and forget it (OSError, and it stays journalled,
+        if that fails)."""
+        change = next(c for c in self.changes if c.path == str(path))
+        change.put_back()
+        self.changes.remove(change)
+        self._save()
+
+    def _make(self, change: Change) -> None:
+        known = any(c.path == change.path for c in self.changes)
         if not known:
             self.changes.append(change)
             self._save()
         try:
-            write_knob(path, value)
+            change.write(change.value)
         except OSError:
             if not known:
                 self.changes.pop()
@@ -86,8 +142,8 @@ class KnobJournal:
 
     def restore(self) -> list[str]:
         """Put every knob back (latest first); returns what could not be restored."""
-        failed = _restore(self.changes)
-        self.changes = [c for c in self.changes if any(f.startswith(c.path) for f in failed)]
+        failed, _ = _restore(self.changes)
+        self.changes = [c for c in self.changes if any(f.startswith(f"{c.what}:") for f in failed)]
         self._save()
         return failed
 
@@ -105,14 +161,16 @@ class KnobJournal:
         self._on_disk = True
 
 
-def _restore(changes: list[Change]) -> list[str]:
-    failed = []
+def _restore(changes: list[Change]) -> tuple[list[str], list[Change]]:
+    """Put `changes` back, latest first: (failures, the changes of tasks that ended)."""
+    failed, ended = [], []
     for change in reversed(changes):
         try:
-            write_knob(change.path, change.restore)
+            if not change.put_back():
+                ended.append(change)
         except OSError as error:
-            failed.append(f"{change.path}: {error.strerror or error}")
-    return failed
+            failed.append(f"{change.what}: {error.strerror or error}")
+    return failed, ended
 
 
 def restore_leftovers(directory: Path | None = None) -> tuple[list[str], list[str]]:
@@ -138,10 +196,10 @@ def restore_leftovers(directory: Path | None = None) -> tuple[list[str], list[st
             continue
         if owner_gone(saved.get("owner") or {}) is not True:
             continue  # its run is still going (or it is another machine's: not ours to undo)
-        problems = _restore(changes)
+        problems, ended = _restore(changes)
         failed += problems
-        restored += [f"{c.path} = {c.restore}" for c in changes
-                     if not any(p.startswith(c.path) for p in problems)]
+        restored += [f"{c.what} = {c.restore}" for c in changes if c not in ended
+                     and not any(p.startswith(f"{c.what}:") for p in problems)]
         if not problems:
             journal.unlink(missing_ok=True)
     return restored, failed

@@ -1,7 +1,8 @@
 """`system show`: a read-only check of what adds noise on this machine.
 
 Each check looks at one knob (frequency governor, turbo, idle states, SMT,
-CPU isolation, IRQs, RT throttling, watchdogs, THP, timer tick, clocksource,
+CPU isolation, IRQs, RT throttling, watchdogs, THP, vm.stat_interval, timer
+migration, the unbound workqueue cpumask, timer tick, clocksource,
 virtualization) for the CPUs one measures and returns one Finding: "ok",
 "advice" (it adds noise; how to change it) or "error" (it could not be
 checked). Everything is read through a HostRoot, so captured trees can be
@@ -22,7 +23,7 @@ from .host import (
     parse_interrupts,
     read_host_facts,
 )
-from .units import format_cpu_list, parse_cpu_list
+from .units import cpumask_text, format_cpu_list, parse_cpu_list
 
 OK, ADVICE, ERROR = "ok", "advice", "error"
 # Exit status of `system show`: 0 nothing to advise, 1 something to act on (advice, or a
@@ -259,6 +260,50 @@ def _watchdogs(m: Machine) -> Finding:
     )
 
 
+STAT_INTERVAL_S = 10  # vm.stat_interval at least this: vmstat work every 10 s, not every second
+
+
+def _vm_stat_interval(m: Machine) -> Finding:
+    interval = m.host.integer("/proc/sys/vm/stat_interval")
+    if interval is None:
+        return ok("vm.stat_interval not readable")
+    if interval >= STAT_INTERVAL_S:
+        return ok(f"vm.stat_interval={interval} s")
+    return advice(
+        f"vm.stat_interval={interval} s: every CPU folds its memory statistics in a kworker "
+        f"(vmstat_update) every {interval} s",
+        f"sysctl vm.stat_interval={STAT_INTERVAL_S}",
+    )
+
+
+def _timer_migration(m: Machine) -> Finding:
+    if m.host.text("/proc/sys/kernel/timer_migration") != "1":
+        return ok("timer migration is off (or not reported)")
+    return advice(
+        "timer migration is on: timers of idle CPUs are run by a busy one, which may be a "
+        "measured CPU",
+        "sysctl kernel.timer_migration=0",
+    )
+
+
+WORKQUEUE_CPUMASK = "/sys/devices/virtual/workqueue/cpumask"
+
+
+def _workqueue_cpumask(m: Machine) -> Finding:
+    text = m.host.text(WORKQUEUE_CPUMASK)
+    if not text:
+        return ok("unbound workqueue cpumask not available")
+    allowed = int(text.replace(",", ""), 16)
+    on = tuple(c for c in m.cpus if allowed >> c & 1)
+    if not on or not m.housekeeping:  # with no CPU left over, the work has to run somewhere
+        return ok(f"unbound workqueue cpumask {text}")
+    return advice(
+        f"unbound workqueue work may run on {_cpus(on)} (cpumask {text})",
+        f"echo {cpumask_text(m.housekeeping)} > {WORKQUEUE_CPUMASK} (the CPUs not measured)",
+        on,
+    )
+
+
 def _transparent_hugepages(m: Machine) -> Finding:
     enabled = m.host.text("/sys/kernel/mm/transparent_hugepage/enabled")
     chosen = re.search(r"\[(\w+)\]", enabled or "")
@@ -352,6 +397,9 @@ CHECKS: dict[str, Callable[[Machine], Finding]] = {
     "rt throttling": _rt_throttling,
     "watchdogs": _watchdogs,
     "thp": _transparent_hugepages,
+    "vm.stat_interval": _vm_stat_interval,
+    "timer migration": _timer_migration,
+    "workqueue cpumask": _workqueue_cpumask,
     "timer tick": _timer_tick,
     "clocksource": _clocksource,
     "virtualization": _virtualization,

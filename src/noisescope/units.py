@@ -140,6 +140,21 @@ def parse_cpu_list(text: str, *, what: str = "CPU list", limit: int = MAX_CPUS) 
     return tuple(sorted({n for first, last in ranges for n in range(first, last + 1)}))
 
 
+def cpumask_text(cpus: tuple[int, ...] | list[int]) -> str:
+    """A kernel cpumask (tracing_cpumask, the workqueue cpumask, smp_affinity): hex,
+    comma-separated groups of 32 CPUs."""
+    mask = 0
+    for cpu in cpus:
+        mask |= 1 << cpu
+    groups = []
+    while True:
+        groups.append(mask & 0xFFFFFFFF)
+        mask >>= 32
+        if not mask:
+            break
+    return ",".join([f"{groups[-1]:x}"] + [f"{g:08x}" for g in reversed(groups[:-1])])
+
+
 def format_cpu_list(cpus: Iterable[int]) -> str:
     """(0, 1, 2, 5) -> '0-2,5'."""
     ordered = sorted(set(cpus))

@@ -105,6 +105,8 @@ OPTIONS = [
     (["import", "cyclictest", "CYCLICTEST"], "--cpus", "cpus"),
     (["import", "cyclictest", "CYCLICTEST"], "--label", "empty"),
     (["system", "show"], "--cpus", "cpus"),
+    (["tune"], "--cpus", "cpus"), (["tune", "--cpus", "1"], "--duration", "positive_duration"),
+    (["tune", "--cpus", "1"], "--label", "empty"), (["tune", "--cpus", "1"], "-o", "empty"),
     *((["cluster", "scan", "-o", "fleet"], option, kind) for option, kind in MEASUREMENT[:3]),
     (["cluster", "scan", "-o", "fleet"], "--timeout", "positive_duration"),
     (["cluster", "scan", "-o", "fleet"], "--inject-ranks", "cpus"),

@@ -83,6 +83,10 @@ def _importer(tool: str, file: str):
     return make
 
 
+def _tune(out: Path, cpu: int) -> None:
+    cli("tune", "--cpus", str(cpu), "--duration", "1s", "--label", LABEL, "-q", "-o", str(out))
+
+
 def _prediction(out: Path, cpu: int) -> None:
     bundle = predict("250Hz:2us+1Hz:200us", [2, 64], seeds=2).to_bundle()
     bundle.manifest["label"] = LABEL
@@ -122,6 +126,8 @@ KINDS = {
               ["oslat"], ["imported: oslat"]),
     "sysjitter": (_importer("sysjitter", "summary.txt"), ["Detours (CPU taken away", "imported"],
                   [], ["imported: sysjitter"]),
+    "tune": (_tune, ["Tuning plan (dry run: nothing was changed)", "Detours (CPU taken away",
+                     "System check"], ["detours-time"], ["Tuning plan (dry run"]),
     "prediction": (_prediction, ["Predicted slowdown at scale", "Predicted run time (simulation",
                                  "Knee P*", "est. slowdown"], ["slowdown"],
                    ["Predicted run time"]),

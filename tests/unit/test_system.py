@@ -39,7 +39,7 @@ def test_laptop_defaults_get_advice_on_everything_a_tuned_node_changes():
     advised = {name for name, state in found.items() if state == "advice"}
     assert advised == {"governor", "turbo", "idle states", "smt", "isolcpus", "nohz_full",
                        "rcu_nocbs", "irqbalance", "irq affinity", "rt throttling", "watchdogs",
-                       "thp"}
+                       "thp", "timer migration"}
     by_check = {f.check: f for f in result.findings}
     assert "C10" in by_check["idle states"].message and "C1E" not in by_check["idle states"].message
     assert "pid 1234" in by_check["irqbalance"].message
@@ -75,6 +75,31 @@ def test_a_tsc_marked_unstable_is_named_with_what_it_costs_nohz_full(tmp_path):
     found, result = states(root)
     (finding,) = [f for f in result.findings if f.check == "clocksource"]
     assert "echo tsc >" in finding.advice and "unstable" not in finding.message
+
+
+def test_vmstat_interval_timer_migration_and_the_workqueue_cpumask(tmp_path):
+    """kvm-guest: timer_migration 1, workqueue cpumask 3 (CPUs 0-1), no vm.stat_interval."""
+    root = tmp_path / "host"
+    shutil.copytree(HOSTS / "kvm-guest", root)
+    found, result = states(root, (1,))
+    by_check = {f.check: f for f in result.findings}
+    assert found["timer migration"] == "advice"
+    assert "kernel.timer_migration=0" in by_check["timer migration"].advice
+    assert found["vm.stat_interval"] == "ok"  # not readable
+    queue = by_check["workqueue cpumask"]
+    assert queue.state == "advice" and queue.cpus == (1,)
+    assert queue.advice.startswith("echo 1 > /sys/devices/virtual/workqueue/cpumask")
+    found, _ = states(root, (0, 1))  # every CPU measured: the work has to run on one of them
+    assert found["workqueue cpumask"] == "ok"
+    (root / "sys/devices/virtual/workqueue/cpumask").write_text("1\n")  # CPU 0 only
+    assert states(root, (1,))[0]["workqueue cpumask"] == "ok"
+    (root / "proc/sys/vm").mkdir()
+    for interval, state in (("1", "advice"), ("10", "ok")):
+        (root / "proc/sys/vm/stat_interval").write_text(interval + "\n")
+        found, result = states(root, (1,))
+        assert found["vm.stat_interval"] == state
+    (root / "proc/sys/kernel/timer_migration").write_text("0\n")
+    assert states(root, (1,))[0]["timer migration"] == "ok"
 
 
 def test_a_tree_without_cpu_information_is_an_error(tmp_path):

@@ -23,12 +23,11 @@ from noisescope.trace.session import MAX_BUFFER_KB, MIN_BUFFER_KB, TraceClock, b
 from noisescope.trace.store import EventSpool
 from noisescope.trace.tracefs import (
     TracingUnavailable,
-    cpumask_text,
     leftover_instances,
     process_alive,
     tracefs_mounts,
 )
-from noisescope.units import parse_size_kib
+from noisescope.units import cpumask_text, parse_size_kib
 
 from .test_bundle import minimal_manifest
 from .test_trace_events import CAPTURE, load_capture

@@ -41,6 +41,7 @@ COMMANDS = {
     "cluster": "cluster:cluster_group",
     "system": "system:system_group",
     "report": "report:report_command",
+    "tune": "tune:tune_command",
 }
 
 

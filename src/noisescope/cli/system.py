@@ -30,8 +30,9 @@ def system_group():
               help="read /proc and /sys below this directory (a captured tree)")
 def show_command(cpus, root):
     """Read-only check of what adds noise (governor, turbo, idle states, SMT,
-    isolation, IRQs, RT throttling, watchdogs, THP, tick, clocksource,
-    virtualization), each finding with advice.
+    isolation, IRQs, RT throttling, watchdogs, THP, vm.stat_interval, timer
+    migration, workqueue cpumask, tick, clocksource, virtualization), each
+    finding with advice.
 
     Exit status: 0 nothing to advise, 1 advice applies (or a check could not be
     made), 2 bad input (with a one-line error on stderr)."""

@@ -38,7 +38,7 @@ from ..errors import UsageError, option
 from ..knobs import KnobJournal, restore_leftovers
 from ..memory import available_kib
 from ..tables import Table
-from ..units import format_size_kib
+from ..units import cpumask_text, format_size_kib
 from . import osnoise
 from .events import (
     SCHED_SWITCH,
@@ -60,7 +60,6 @@ from .tracefs import (
     Instance,
     Mount,
     TracingUnavailable,
-    cpumask_text,
     find_or_mount,
     instance_name,
     release_mount,

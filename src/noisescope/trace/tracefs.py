@@ -230,20 +230,6 @@ class Instance:
                 time.sleep(REMOVE_PAUSE_S)
 
 
-def cpumask_text(cpus: tuple[int, ...] | list[int]) -> str:
-    """tracing_cpumask syntax: hex, comma-separated groups of 32 CPUs."""
-    mask = 0
-    for cpu in cpus:
-        mask |= 1 << cpu
-    groups = []
-    while True:
-        groups.append(mask & 0xFFFFFFFF)
-        mask >>= 32
-        if not mask:
-            break
-    return ",".join([f"{groups[-1]:x}"] + [f"{g:08x}" for g in reversed(groups[:-1])])
-
-
 def instance_name(pid: int | None = None) -> str:
     return f"{INSTANCE_PREFIX}{os.getpid() if pid is None else pid}"
 
