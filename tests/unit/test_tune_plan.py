@@ -232,3 +232,21 @@ def test_a_stored_traced_scan_plans_every_row_at_most_once():
     assert claimed and sum(e.lost_ns for e in claimed) <= lost
     for entry in claimed:
         assert entry.share_pct == pytest.approx(100 * entry.lost_ns / lost)
+
+
+def test_the_terminal_plan_counts_the_smallest_candidates_instead_of_listing_them():
+    from rich.console import Console
+
+    from noisescope.render.tune import plan_table
+
+    rows = [{"cpu": 1, "action": "task-affinity", "applies": "runtime", "share_pct": 5.0,
+             "evidence": "process big"},
+            {"cpu": 1, "action": "task-affinity", "applies": "runtime", "share_pct": 0.05,
+             "evidence": "process tiny"},
+            {"cpu": None, "action": "nohz_full", "applies": "boot", "share_pct": None,
+             "evidence": "boot with nohz_full"}]
+    console = Console(width=200, record=True)
+    console.print(plan_table(rows))
+    text = console.export_text()
+    assert "process big" in text and "boot with nohz_full" in text
+    assert "process tiny" not in text and "1 more candidate below 0.1%" in text
