@@ -1,0 +1,280 @@
+/* The prediction engine's inner loops (see predict.h). Plain C, no Python API.
+ *
+ * One pass per round does what took numpy about ten (send, receive, the noise
+ * check, the copies), and the rounds go block by block so that a block's
+ * clocks stay in the CPU cache across rounds. Every process's windows are
+ * charged in the same order as the model states (per process: compute, then
+ * per round its send before its receive), so the results do not depend on
+ * the blocking or on the threads: processes that run concurrently never share
+ * state. */
+#include "predict.h"
+
+#include <pthread.h>
+#include <stddef.h>
+
+/* Index of the last detour starting at or before axis time x: a walk from the
+ * first detour of x's bucket (buckets hold about half a detour on average). */
+static int64_t last_at_or_before(const struct ns_trace_axis *a, int64_t x)
+{
+    int64_t i = a->first[x >> a->bucket_shift];
+    for (int step = 0; a->starts[i] <= x; step++) {
+        if (step == a->max_steps) { /* a crowded bucket: binary search from here */
+            int64_t high = a->detours; /* starts[high] is the sentinel, > x */
+            while (i < high) {
+                int64_t middle = i + (high - i) / 2;
+                if (a->starts[middle] <= x)
+                    i = middle + 1;
+                else
+                    high = middle;
+            }
+            break;
+        }
+        i++;
+    }
+    return i - 1;
+}
+
+/* Noise of one window at axis time `at`; *following: the first detour starting at or
+ * after its end; *periods: whole trace periods it covers (each adds all detours). */
+static int64_t window(const struct ns_trace_axis *a, int64_t at, int64_t busy, int64_t span,
+                      int64_t total, int in_progress, int64_t *following, int64_t *periods)
+{
+    int64_t whole = busy >= a->shortest_span ? busy / span : 0;
+    int64_t first = last_at_or_before(a, at);
+    int64_t noise = in_progress && a->ends[first] > at ? a->ends[first] - at : 0;
+    int64_t next = a->starts[first + 1];
+    int64_t finish = at + (busy - whole * span);
+    if (next < finish) { /* detours start inside the window */
+        int64_t last = last_at_or_before(a, finish - 1);
+        noise += a->cumulative[last + 1] - a->cumulative[first + 1];
+        next = a->starts[last + 1];
+    }
+    *following = next;
+    *periods = whole;
+    return noise + whole * total;
+}
+
+void ns_trace_windows(const struct ns_trace_axis *axis, const int64_t *at, int64_t count,
+                      int64_t busy, int64_t span, int64_t total, int in_progress,
+                      int64_t *noise)
+{
+    int64_t following, periods;
+    for (int64_t i = 0; i < count; i++)
+        noise[i] = window(axis, at[i], busy, span, total, in_progress, &following, &periods);
+}
+
+/* The exact noise of process k's window; moves its cache to the window's end. */
+__attribute__((noinline)) static int64_t charge(struct ns_replay *r, int64_t k, int64_t start, int64_t busy)
+{
+    const struct ns_trace_axis *a = &r->axis;
+    int64_t trace = r->trace_of ? r->trace_of[k] : 0;
+    int64_t origin = a->origin[trace], span = a->span[trace];
+    int64_t shift = r->shift[k];
+    int64_t at = start + shift;
+    if (at >= origin + span) { /* past the first period of its block: the trace repeats */
+        int64_t back = (at - origin) / span * span;
+        at -= back;
+        shift -= back;
+    }
+    int64_t following, periods;
+    int64_t noise = window(a, at, busy, span, a->total[trace], 1, &following, &periods);
+    shift -= periods * span; /* keep the window's end inside its block */
+    r->shift[k] = shift;
+    r->next_start[k] = following - shift;
+    return noise;
+}
+
+/* A machine's arrays and costs as plain values: the hot loops take them by value,
+ * so that they stay in registers (a store into the clocks cannot change them). */
+struct clocks {
+    int64_t *ready, *next_send, *next_receive;
+    struct ns_replay *noise; /* NULL: noise-free */
+    int64_t *next_start;     /* the noise's */
+    int64_t latency, overhead, gap, transfer;
+};
+
+static struct clocks clocks_of(const struct ns_machine *m)
+{
+    return (struct clocks){m->ready, m->next_send, m->next_receive, m->noise,
+                           m->noise ? m->noise->next_start : NULL, m->latency, m->overhead,
+                           m->gap, m->transfer};
+}
+
+/* End of process k's busy window: without a detour before its end, one comparison
+ * (an empty window is hit only by a detour starting at or before it). */
+static inline int64_t busy(struct clocks c, int64_t k, int64_t start, int64_t length)
+{
+    int64_t end = start + length;
+    if (c.noise == NULL)
+        return end;
+    int64_t next = c.next_start[k];
+    if (__builtin_expect(next > end || (length && next == end), 1))
+        return end;
+    return end + charge(c.noise, k, start, length);
+}
+
+void ns_replay_finish(struct ns_replay *replay, const int64_t *start, int64_t *end,
+                      int64_t count, int64_t first, int64_t length)
+{
+    struct clocks c = {.noise = replay, .next_start = replay->next_start};
+    for (int64_t i = 0; i < count; i++)
+        end[i] = busy(c, first + i, start[i], length);
+}
+
+/* Process k sends: returns the arrival time of its message. */
+static inline int64_t send(struct clocks c, int64_t k)
+{
+    int64_t start = c.ready[k];
+    if (c.next_send) {
+        if (c.next_send[k] > start)
+            start = c.next_send[k];
+        c.next_send[k] = start + c.gap + c.transfer;
+    }
+    int64_t done = busy(c, k, start, c.overhead);
+    c.ready[k] = done;
+    return done + c.latency;
+}
+
+/* Process k receives a message arriving at `arrival`. */
+static inline void receive(struct clocks c, int64_t k, int64_t arrival)
+{
+    int64_t start = arrival > c.ready[k] ? arrival : c.ready[k];
+    if (c.next_receive) {
+        if (c.next_receive[k] > start)
+            start = c.next_receive[k];
+        c.next_receive[k] = start + c.gap + c.transfer;
+    }
+    c.ready[k] = busy(c, k, start, c.overhead) + c.transfer;
+}
+
+/* Slots one + i and other + i (i < count) swap messages. */
+static inline void exchange(struct clocks c, int64_t one, int64_t other, int64_t count)
+{
+    for (int64_t i = 0; i < count; i++) {
+        int64_t from_one = send(c, one + i), from_other = send(c, other + i);
+        receive(c, one + i, from_other);
+        receive(c, other + i, from_one);
+    }
+}
+
+/* One round at `distance` among slots [begin, end) (partners inside). */
+static void round_within(struct clocks c, int64_t begin, int64_t end, int64_t distance)
+{
+    for (int64_t low = begin; low < end; low += 2 * distance)
+        exchange(c, low, low + distance, distance);
+}
+
+/* What the threads share: the machine and the shape of the work. */
+struct work {
+    struct ns_machine *machine;
+    int64_t power, block, group; /* allreduce rounds */
+    int64_t procs, length;       /* compute */
+};
+
+enum { COMPUTE_CHUNK = 1 << 16 }; /* processes per item of the compute phase */
+
+static void compute_chunk(const struct work *w, int64_t chunk)
+{
+    int64_t begin = chunk * COMPUTE_CHUNK;
+    int64_t end = begin + COMPUTE_CHUNK < w->procs ? begin + COMPUTE_CHUNK : w->procs;
+    struct clocks c = clocks_of(w->machine);
+    for (int64_t k = begin; k < end; k++)
+        c.ready[k] = busy(c, k, c.ready[k], w->length);
+}
+
+/* All rounds at distances below `group` in group g (slots [g group, (g + 1) group)):
+ * each block runs its rounds below `block`, then block pairs the wider ones. */
+static void group_rounds(const struct work *w, int64_t g)
+{
+    struct clocks c = clocks_of(w->machine);
+    int64_t begin = g * w->group, end = begin + w->group;
+    for (int64_t block = begin; block < end; block += w->block)
+        for (int64_t distance = 1; distance < w->block; distance *= 2)
+            round_within(c, block, block + w->block, distance);
+    for (int64_t distance = w->block; distance < w->group; distance *= 2)
+        for (int64_t low = begin; low < end; low += 2 * distance)
+            for (int64_t first = low; first < low + distance; first += w->block)
+                exchange(c, first, first + distance, w->block);
+}
+
+/* All rounds at distances of `group` and more for tile t: the slots whose offset in
+ * their group is in [t width, (t + 1) width), width = group^2 / power, so a tile
+ * holds `group` slots (its partners all in it) in contiguous runs of `width`. */
+static void tile_rounds(const struct work *w, int64_t t)
+{
+    struct clocks c = clocks_of(w->machine);
+    int64_t width = w->group / (w->power / w->group);
+    int64_t column = t * width;
+    for (int64_t distance = w->group; distance < w->power; distance *= 2)
+        for (int64_t low = 0; low < w->power; low += 2 * distance)
+            for (int64_t first = low; first < low + distance; first += w->group)
+                exchange(c, first + column, first + column + distance, width);
+}
+
+struct share {
+    const struct work *work;
+    void (*run)(const struct work *, int64_t);
+    int64_t begin, end;
+};
+
+static void *run_share(void *argument)
+{
+    struct share *s = argument;
+    for (int64_t item = s->begin; item < s->end; item++)
+        s->run(s->work, item);
+    return NULL;
+}
+
+/* run(work, item) for items [0, items), split evenly over up to `threads` threads
+ * (the calling one among them; it also runs the share of a thread that cannot start). */
+static void parallel(const struct work *w, void (*run)(const struct work *, int64_t),
+                     int64_t items, int threads)
+{
+    enum { MOST = 64 };
+    if (threads > MOST)
+        threads = MOST;
+    if (threads > items)
+        threads = (int)items;
+    if (threads < 1)
+        threads = 1;
+    struct share shares[MOST];
+    pthread_t handles[MOST];
+    int started[MOST] = {0};
+    for (int t = 0; t < threads; t++)
+        shares[t] = (struct share){w, run, items * t / threads, items * (t + 1) / threads};
+    for (int t = 1; t < threads; t++)
+        started[t] = pthread_create(&handles[t], NULL, run_share, &shares[t]) == 0;
+    run_share(&shares[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t])
+            pthread_join(handles[t], NULL);
+        else
+            run_share(&shares[t]);
+    }
+}
+
+void ns_machine_compute(struct ns_machine *machine, int64_t procs, int64_t length, int threads)
+{
+    struct work w = {.machine = machine, .procs = procs, .length = length};
+    parallel(&w, compute_chunk, (procs + COMPUTE_CHUNK - 1) / COMPUTE_CHUNK, threads);
+}
+
+void ns_allreduce_rounds(struct ns_machine *machine, int64_t power, int64_t block,
+                         int64_t group, int threads)
+{
+    if (power < 2)
+        return;
+    if (block > power)
+        block = power;
+    if (group > power)
+        group = power;
+    if (group < block)
+        group = block;
+    /* a tile (group slots, in runs of group^2 / power) needs power <= group^2 */
+    while (group < power && group * group < power)
+        group *= 2;
+    struct work w = {.machine = machine, .power = power, .block = block, .group = group};
+    parallel(&w, group_rounds, power / group, threads);
+    if (group < power)
+        parallel(&w, tile_rounds, power / group, threads);
+}
