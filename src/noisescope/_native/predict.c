@@ -11,6 +11,16 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <string.h>
+
+#define HOT static inline __attribute__((always_inline))
+/* The rounds' loops are compiled twice, for AVX2 (4 processes per instruction) and
+ * for any x86-64, and the CPU's own chosen when the library loads. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 /* Index of the last detour starting at or before axis time x: a walk from the
  * first detour of x's bucket (buckets hold about half a detour on average). */
@@ -147,8 +157,8 @@ static inline void receive(struct clocks c, int64_t k, int64_t arrival)
     c.ready[k] = busy(c, k, start, c.overhead) + c.transfer;
 }
 
-/* Slots one + i and other + i (i < count) swap messages. */
-static inline void exchange(struct clocks c, int64_t one, int64_t other, int64_t count)
+/* Slots one + i and other + i (i < count) swap messages, one pair at a time. */
+HOT void exchange_pairs(struct clocks c, int64_t one, int64_t other, int64_t count)
 {
     for (int64_t i = 0; i < count; i++) {
         int64_t from_one = send(c, one + i), from_other = send(c, other + i);
@@ -157,11 +167,119 @@ static inline void exchange(struct clocks c, int64_t one, int64_t other, int64_t
     }
 }
 
-/* One round at `distance` among slots [begin, end) (partners inside). */
-static void round_within(struct clocks c, int64_t begin, int64_t end, int64_t distance)
+/* 4 x int64 in GCC's vector extension; the helpers below are always inlined, so the
+ * ABI of passing such vectors without AVX (-Wpsabi) never applies. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef int64_t lanes __attribute__((vector_size(32)));
+enum { LANES = sizeof(lanes) / sizeof(int64_t) };
+
+HOT lanes load(const int64_t *from)
 {
+    lanes value;
+    memcpy(&value, from, sizeof value);
+    return value;
+}
+
+HOT void store(int64_t *to, lanes value)
+{
+    memcpy(to, &value, sizeof value);
+}
+
+HOT lanes larger(lanes a, lanes b)
+{
+    lanes more = a > b;
+    return (a & more) | (b & ~more);
+}
+
+/* LANES pairs at once, without gap clocks: what send and receive do when no detour
+ * touches either window. Returns 0 (and changes nothing) if one might: the receive
+ * ends after the send, so a detour missing the receive window's end (starting at or
+ * after it; after it for an empty window) misses both windows. */
+HOT int exchange_lanes(struct clocks c, int64_t one, int64_t other)
+{
+    lanes sent_one = load(c.ready + one) + c.overhead;
+    lanes sent_other = load(c.ready + other) + c.overhead;
+    lanes done_one = larger(sent_other + c.latency, sent_one) + c.overhead;
+    lanes done_other = larger(sent_one + c.latency, sent_other) + c.overhead;
+    if (c.noise) {
+        lanes next_one = load(c.next_start + one), next_other = load(c.next_start + other);
+        lanes hit = c.overhead ? (next_one < done_one) | (next_other < done_other)
+                               : (next_one <= done_one) | (next_other <= done_other);
+        int64_t any = 0;
+        for (int lane = 0; lane < LANES; lane++)
+            any |= hit[lane];
+        if (any)
+            return 0;
+    }
+    store(c.ready + one, done_one + c.transfer);
+    store(c.ready + other, done_other + c.transfer);
+    return 1;
+}
+
+enum { AHEAD = 512 }; /* slots: how far ahead the wide rounds fetch `shift` */
+
+/* Slots one + i and other + i (i < count) swap messages. */
+HOT void exchange(struct clocks c, int64_t one, int64_t other, int64_t count)
+{
+    int64_t i = 0;
+    if (c.next_send == NULL) /* the gap clocks never bind */
+        for (; i + LANES <= count; i += LANES) {
+            if (c.noise && i % 8 == 0 && i + AHEAD < count) { /* see prefetch_shifts */
+                __builtin_prefetch(c.noise->shift + one + i + AHEAD);
+                __builtin_prefetch(c.noise->shift + other + i + AHEAD);
+            }
+            if (!exchange_lanes(c, one + i, other + i))
+                exchange_pairs(c, one + i, other + i, LANES);
+        }
+    exchange_pairs(c, one + i, other + i, count - i);
+}
+
+/* The round at distance 1 or 2 for slots [at, at + LANES), partners among them
+ * (exchange_lanes with the partners' sends swapped inside one vector). */
+HOT int near_lanes(struct clocks c, int64_t at, int64_t distance)
+{
+    lanes sent = load(c.ready + at) + c.overhead;
+    lanes partner = distance == 1 ? __builtin_shuffle(sent, (lanes){1, 0, 3, 2})
+                                  : __builtin_shuffle(sent, (lanes){2, 3, 0, 1});
+    lanes done = larger(partner + c.latency, sent) + c.overhead;
+    if (c.noise) {
+        lanes next = load(c.next_start + at);
+        lanes hit = c.overhead ? next < done : next <= done;
+        int64_t any = 0;
+        for (int lane = 0; lane < LANES; lane++)
+            any |= hit[lane];
+        if (any)
+            return 0;
+    }
+    store(c.ready + at, done + c.transfer);
+    return 1;
+}
+
+/* One round at `distance` among slots [begin, end) (partners inside). */
+HOT void round_within(struct clocks c, int64_t begin, int64_t end, int64_t distance)
+{
+    if (distance < LANES && c.next_send == NULL && (end - begin) % LANES == 0) {
+        for (int64_t at = begin; at < end; at += LANES)
+            if (!near_lanes(c, at, distance))
+                for (int64_t low = at; low < at + LANES; low += 2 * distance)
+                    exchange_pairs(c, low, low + distance, distance);
+        return;
+    }
     for (int64_t low = begin; low < end; low += 2 * distance)
         exchange(c, low, low + distance, distance);
+}
+
+/* Processes that waited across a detour need their `shift` (which the rounds
+ * otherwise never read): bring a block's into the cache with the block, rather
+ * than each from memory when its lookup needs it. */
+HOT void prefetch_shifts(struct clocks c, int64_t begin, int64_t count)
+{
+    if (c.noise == NULL)
+        return;
+    int64_t sum = 0; /* loads, not prefetches: a burst of those is dropped */
+    for (int64_t k = begin; k < begin + count; k += 64 / sizeof(int64_t))
+        sum += c.noise->shift[k];
+    __asm__ volatile("" : : "r"(sum));
 }
 
 /* What the threads share: the machine and the shape of the work. */
@@ -184,13 +302,15 @@ static void compute_chunk(const struct work *w, int64_t chunk)
 
 /* All rounds at distances below `group` in group g (slots [g group, (g + 1) group)):
  * each block runs its rounds below `block`, then block pairs the wider ones. */
-static void group_rounds(const struct work *w, int64_t g)
+VECTOR_CLONES static void group_rounds(const struct work *w, int64_t g)
 {
     struct clocks c = clocks_of(w->machine);
     int64_t begin = g * w->group, end = begin + w->group;
-    for (int64_t block = begin; block < end; block += w->block)
+    for (int64_t block = begin; block < end; block += w->block) {
+        prefetch_shifts(c, block, w->block);
         for (int64_t distance = 1; distance < w->block; distance *= 2)
             round_within(c, block, block + w->block, distance);
+    }
     for (int64_t distance = w->block; distance < w->group; distance *= 2)
         for (int64_t low = begin; low < end; low += 2 * distance)
             for (int64_t first = low; first < low + distance; first += w->block)
@@ -200,7 +320,7 @@ static void group_rounds(const struct work *w, int64_t g)
 /* All rounds at distances of `group` and more for tile t: the slots whose offset in
  * their group is in [t width, (t + 1) width), width = group^2 / power, so a tile
  * holds `group` slots (its partners all in it) in contiguous runs of `width`. */
-static void tile_rounds(const struct work *w, int64_t t)
+VECTOR_CLONES static void tile_rounds(const struct work *w, int64_t t)
 {
     struct clocks c = clocks_of(w->machine);
     int64_t width = w->group / (w->power / w->group);
