@@ -153,11 +153,11 @@ def random_trace(rng, span, count, longest, name="random"):
 
 
 def run_both(traces, procs, collective, compute_ns, iterations, *, synchronized=False, seed=3,
-             threads=None, **costs):
+             threads=None, offsets=None, **costs):
     collective_ = make_collective(collective, 8)
     trace_of = collective_.slot_ranks(procs) % len(traces)
     fast_noise = NoiseReplay(traces, trace_of, np.random.default_rng(seed),
-                             synchronized=synchronized)
+                             synchronized=synchronized, offsets=offsets)
     phases = fast_noise.shift - fast_noise.timeline.origin[trace_of]
     machines = (SimulatedMachine(procs, LogGP(**costs), fast_noise, threads),
                 ReferenceMachine(procs, LogGP(**costs), ReferenceNoise(traces, trace_of, phases)))
@@ -193,6 +193,25 @@ def test_replay_matches_the_reference(procs, collective, compute_ns, synchronize
     np.testing.assert_array_equal(fast, reference)
     assert (fast[-1] > noise_free(procs, collective, compute_ns=compute_ns, iterations=25,
                                   **costs)).any()
+
+
+@pytest.mark.parametrize("overhead_ns", [1500, 0])
+def test_replay_matches_the_reference_when_windows_end_exactly_at_detours(overhead_ns):
+    # Every time on a 500 ns grid (detours, phases, L, o; no per-byte cost, no gap), so
+    # that windows often end exactly where a detour starts (no delay) or 500 ns after
+    # (all of it), in every kind of round: the fast paths must not differ at the edges
+    # (an empty window, o = 0, is delayed by a detour starting exactly at it). Sparse
+    # detours (one per 100 us): the fast paths skip most windows, so the edges are
+    # theirs to get right (about one window in 200 ends at a detour).
+    rng = np.random.default_rng(13)
+    grid = 500
+    traces = [NoiseTrace(name, np.sort(rng.choice(span // grid, count, replace=False)) * grid,
+                         rng.integers(1, 4, count) * grid, span, "file")
+              for name, span, count in (("a", 2_000_000, 20), ("b", 1_000_000, 10))]
+    offsets = rng.integers(0, 4000, 128) * grid
+    fast, reference = run_both(traces, 128, "allreduce", 20_000, 16, offsets=offsets,
+                               overhead_ns=overhead_ns, gap_ns=0, gap_per_byte_ns=0)
+    np.testing.assert_array_equal(fast, reference)
 
 
 def test_replay_matches_the_reference_with_binary_search(monkeypatch):
