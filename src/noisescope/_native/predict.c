@@ -22,13 +22,12 @@
 #define VECTOR_CLONES
 #endif
 
-/* Index of the last detour starting at or before axis time x: a walk from the
- * first detour of x's bucket (buckets hold about half a detour on average). */
-static int64_t last_at_or_before(const struct ns_trace_axis *a, int64_t x)
+/* Index of the first detour starting after axis time x, walking from detour i (every
+ * detour before i starts at or before x). */
+static int64_t first_after(const struct ns_trace_axis *a, int64_t x, int64_t i)
 {
-    int64_t i = a->first[x >> a->bucket_shift];
     for (int step = 0; a->starts[i] <= x; step++) {
-        if (step == a->max_steps) { /* a crowded bucket: binary search from here */
+        if (step == a->max_steps) { /* a crowded stretch: binary search from here */
             int64_t high = a->detours; /* starts[high] is the sentinel, > x */
             while (i < high) {
                 int64_t middle = i + (high - i) / 2;
@@ -41,7 +40,14 @@ static int64_t last_at_or_before(const struct ns_trace_axis *a, int64_t x)
         }
         i++;
     }
-    return i - 1;
+    return i;
+}
+
+/* Index of the last detour starting at or before axis time x: a walk from the
+ * first detour of x's bucket (buckets hold about half a detour on average). */
+static int64_t last_at_or_before(const struct ns_trace_axis *a, int64_t x)
+{
+    return first_after(a, x, a->first[x >> a->bucket_shift]) - 1;
 }
 
 /* Noise of one window at axis time `at`; *following: the first detour starting at or
@@ -54,8 +60,8 @@ static int64_t window(const struct ns_trace_axis *a, int64_t at, int64_t busy, i
     int64_t noise = in_progress && a->ends[first] > at ? a->ends[first] - at : 0;
     int64_t next = a->starts[first + 1];
     int64_t finish = at + (busy - whole * span);
-    if (next < finish) { /* detours start inside the window */
-        int64_t last = last_at_or_before(a, finish - 1);
+    if (next < finish) { /* detours start inside the window: walk on from the first */
+        int64_t last = first_after(a, finish - 1, first + 2) - 1;
         noise += a->cumulative[last + 1] - a->cumulative[first + 1];
         next = a->starts[last + 1];
     }

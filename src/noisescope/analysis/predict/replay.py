@@ -104,10 +104,14 @@ class NoiseReplay:
                  offsets: np.ndarray | None = None):
         self.timeline = line = TraceAxis(traces)
         procs = len(trace_of)
-        trace_of = np.asarray(trace_of, np.int64)
-        # with a single trace the native core needs no per-process trace number
-        self.trace_of = None if len(traces) == 1 else trace_of
-        span = line.span[trace_of]
+        noisy = np.array([t.detours > 0 for t in traces])
+        if len(traces) == 1:  # no per-process trace numbers (millions of processes)
+            self.trace_of = None
+            span, origin, noisy = line.span[0], line.origin[0], noisy[0]
+        else:
+            self.trace_of = np.asarray(trace_of, np.int64)
+            span, origin = line.span[self.trace_of], line.origin[self.trace_of]
+            noisy = noisy[self.trace_of]
         if offsets is not None:  # given: where in its trace each process starts
             phase = np.asarray(offsets, np.int64) % span
         elif synchronized:
@@ -115,9 +119,10 @@ class NoiseReplay:
         else:
             phase = (rng.random(procs) * span).astype(np.int64)
         # global time on the timeline = simulated time + shift
-        self.shift = line.origin[trace_of] + phase
-        noisy = np.array([t.detours > 0 for t in traces])[trace_of]
-        self.next_start = np.where(noisy, -FAR, FAR)  # quiet traces are never charged
+        self.shift = np.empty(procs, np.int64)
+        np.add(origin, phase, out=self.shift)
+        self.next_start = np.empty(procs, np.int64)
+        self.next_start[:] = np.where(noisy, -FAR, FAR)  # quiet traces are never charged
 
     def native(self) -> tuple:
         """What the native core reads and updates (predict.h: struct ns_replay)."""
