@@ -173,8 +173,8 @@ HOT void exchange_pairs(struct clocks c, int64_t one, int64_t other, int64_t cou
     }
 }
 
-/* 4 x int64 in GCC's vector extension; the helpers below are always inlined, so the
- * ABI of passing such vectors without AVX (-Wpsabi) never applies. */
+/* 4 x int64 in GCC's vector extension; the helpers below are always inlined and take
+ * vectors by address, so the ABI of passing them without AVX (-Wpsabi) never applies. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef int64_t lanes __attribute__((vector_size(32)));
 enum { LANES = sizeof(lanes) / sizeof(int64_t) };
@@ -186,15 +186,23 @@ HOT lanes load(const int64_t *from)
     return value;
 }
 
-HOT void store(int64_t *to, lanes value)
+HOT void store(int64_t *to, const lanes *value)
 {
-    memcpy(to, &value, sizeof value);
+    memcpy(to, value, sizeof *value);
 }
 
-HOT lanes larger(lanes a, lanes b)
+HOT lanes larger(const lanes *a, const lanes *b)
 {
-    lanes more = a > b;
-    return (a & more) | (b & ~more);
+    lanes more = *a > *b;
+    return (*a & more) | (*b & ~more);
+}
+
+HOT int any(const lanes *hit)
+{
+    int64_t some = 0;
+    for (int lane = 0; lane < LANES; lane++)
+        some |= (*hit)[lane];
+    return some != 0;
 }
 
 /* LANES pairs at once, without gap clocks: what send and receive do when no detour
@@ -205,20 +213,20 @@ HOT int exchange_lanes(struct clocks c, int64_t one, int64_t other)
 {
     lanes sent_one = load(c.ready + one) + c.overhead;
     lanes sent_other = load(c.ready + other) + c.overhead;
-    lanes done_one = larger(sent_other + c.latency, sent_one) + c.overhead;
-    lanes done_other = larger(sent_one + c.latency, sent_other) + c.overhead;
+    lanes from_one = sent_one + c.latency, from_other = sent_other + c.latency;
+    lanes done_one = larger(&from_other, &sent_one) + c.overhead;
+    lanes done_other = larger(&from_one, &sent_other) + c.overhead;
     if (c.noise) {
         lanes next_one = load(c.next_start + one), next_other = load(c.next_start + other);
         lanes hit = c.overhead ? (next_one < done_one) | (next_other < done_other)
                                : (next_one <= done_one) | (next_other <= done_other);
-        int64_t any = 0;
-        for (int lane = 0; lane < LANES; lane++)
-            any |= hit[lane];
-        if (any)
+        if (any(&hit))
             return 0;
     }
-    store(c.ready + one, done_one + c.transfer);
-    store(c.ready + other, done_other + c.transfer);
+    done_one += c.transfer;
+    done_other += c.transfer;
+    store(c.ready + one, &done_one);
+    store(c.ready + other, &done_other);
     return 1;
 }
 
@@ -247,17 +255,16 @@ HOT int near_lanes(struct clocks c, int64_t at, int64_t distance)
     lanes sent = load(c.ready + at) + c.overhead;
     lanes partner = distance == 1 ? __builtin_shuffle(sent, (lanes){1, 0, 3, 2})
                                   : __builtin_shuffle(sent, (lanes){2, 3, 0, 1});
-    lanes done = larger(partner + c.latency, sent) + c.overhead;
+    lanes arrival = partner + c.latency;
+    lanes done = larger(&arrival, &sent) + c.overhead;
     if (c.noise) {
         lanes next = load(c.next_start + at);
         lanes hit = c.overhead ? next < done : next <= done;
-        int64_t any = 0;
-        for (int lane = 0; lane < LANES; lane++)
-            any |= hit[lane];
-        if (any)
+        if (any(&hit))
             return 0;
     }
-    store(c.ready + at, done + c.transfer);
+    done += c.transfer;
+    store(c.ready + at, &done);
     return 1;
 }
 
