@@ -75,13 +75,13 @@ def main() -> int:
                              seed=args.seed)
     baseline_rss = peak_rss_mib()
 
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     noise_free = simulate(procs, options, [])
-    free_s = time.perf_counter() - began
+    free_s, free_cpu_s = time.perf_counter() - began, time.process_time() - began_cpu
 
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     noisy = simulate(procs, options, traces, np.random.default_rng([args.seed, procs, 0]))
-    noisy_s = time.perf_counter() - began
+    noisy_s, noisy_cpu_s = time.perf_counter() - began, time.process_time() - began_cpu
     rss = peak_rss_mib()
 
     began = time.perf_counter()
@@ -89,7 +89,8 @@ def main() -> int:
     analytic_s = time.perf_counter() - began
 
     print(f"{format_count(procs)} processes x {args.iterations} iterations of "
-          f"compute {format_duration(args.compute)} + {args.collective}:")
+          f"compute {format_duration(args.compute)} + {args.collective} "
+          f"({len(os.sched_getaffinity(0))} CPUs, load average {os.getloadavg()[0]:.1f}):")
     print(f"  simulation with noise: {noisy_s:6.2f} s  (goal <= {time_goal_s:.0f} s)   "
           f"slowdown {100 * (noisy / noise_free - 1):8.2f}%")
     if estimate is None:
@@ -98,6 +99,8 @@ def main() -> int:
         print(f"  analytic estimate:     {analytic_s:6.2f} s                 "
               f"slowdown {100 * (estimate / noise_free - 1):8.2f}%")
     print(f"  noise-free simulation: {free_s:6.2f} s  (run time {format_duration(noise_free)})")
+    # CPU time of all threads: what the simulations cost whatever else runs beside them
+    print(f"  CPU time: {noisy_cpu_s:.2f} s with noise, {free_cpu_s:.2f} s noise-free")
     print(f"  peak RSS {rss:.0f} MiB (goal <= {memory_goal_mib} MiB; "
           f"{baseline_rss:.0f} MiB before simulating)")
     ok = noisy_s <= time_goal_s and rss <= memory_goal_mib

@@ -103,10 +103,47 @@ class ReferenceNoise:
         copies = (at + busy - 1 - starts) // span - (at - starts) // span
         return rest + int((lengths * copies).sum())
 
-    def finish(self, start, busy, procs):
-        first = procs.start or 0
-        return np.array([s + busy + self.noise(first + i, int(s), busy)
-                         for i, s in enumerate(start)], np.int64)
+
+class ReferenceMachine:
+    """LogGP as the loggp docstring states it, one process and one message at a time in
+    plain Python, the allreduce's rounds in order over all processes (no blocks, no
+    threads), the gap clocks always kept, noise from ReferenceNoise."""
+
+    def __init__(self, procs, loggp, noise):
+        self.procs, self.loggp, self.noise = procs, loggp, noise
+        self.ready = np.zeros(procs, np.int64)
+        self.next_send = np.zeros(procs, np.int64)
+        self.next_receive = np.zeros(procs, np.int64)
+
+    def _busy(self, process, start, length):
+        return start + length + self.noise.noise(process, start, length)
+
+    def compute(self, busy_ns):
+        for k in range(self.procs):
+            self.ready[k] = self._busy(k, int(self.ready[k]), busy_ns)
+
+    def send(self, procs, message_bytes):
+        p, arrival = self.loggp, []
+        for k in range(*procs.indices(self.procs)):
+            start = max(int(self.ready[k]), int(self.next_send[k]))
+            self.next_send[k] = start + p.gap_ns + p.transfer_ns(message_bytes)
+            self.ready[k] = self._busy(k, start, p.overhead_ns)
+            arrival.append(self.ready[k] + p.latency_ns)
+        return np.array(arrival, np.int64)
+
+    def receive(self, procs, arrival, message_bytes):
+        p = self.loggp
+        for k, at in zip(range(*procs.indices(self.procs)), arrival, strict=True):
+            start = max(int(at), int(self.ready[k]), int(self.next_receive[k]))
+            self.next_receive[k] = start + p.gap_ns + p.transfer_ns(message_bytes)
+            self.ready[k] = self._busy(k, start, p.overhead_ns) + p.transfer_ns(message_bytes)
+
+    def exchange_rounds(self, power, message_bytes):
+        everyone, distance = slice(0, power), 1
+        while distance < power:
+            arrival = self.send(everyone, message_bytes)
+            self.receive(everyone, arrival[np.arange(power) ^ distance], message_bytes)
+            distance *= 2
 
 
 def random_trace(rng, span, count, longest, name="random"):
@@ -115,15 +152,17 @@ def random_trace(rng, span, count, longest, name="random"):
     return NoiseTrace(name, starts, lengths, span, "file")
 
 
-def run_both(traces, procs, collective, compute_ns, iterations, *, synchronized=False, seed=3):
+def run_both(traces, procs, collective, compute_ns, iterations, *, synchronized=False, seed=3,
+             threads=None, offsets=None, **costs):
     collective_ = make_collective(collective, 8)
     trace_of = collective_.slot_ranks(procs) % len(traces)
-    fast = NoiseReplay(traces, trace_of, np.random.default_rng(seed), synchronized=synchronized)
-    phases = fast.shift - fast.timeline.origin[trace_of]
-    reference = ReferenceNoise(traces, trace_of, phases)
+    fast_noise = NoiseReplay(traces, trace_of, np.random.default_rng(seed),
+                             synchronized=synchronized, offsets=offsets)
+    phases = fast_noise.shift - fast_noise.timeline.origin[trace_of]
+    machines = (SimulatedMachine(procs, LogGP(**costs), fast_noise, threads),
+                ReferenceMachine(procs, LogGP(**costs), ReferenceNoise(traces, trace_of, phases)))
     results = []
-    for noise in (fast, reference):
-        machine = SimulatedMachine(procs, LogGP(), noise)
+    for machine in machines:
         ends = []
         for _ in range(iterations):
             if compute_ns:
@@ -134,13 +173,15 @@ def run_both(traces, procs, collective, compute_ns, iterations, *, synchronized=
     return results
 
 
-@pytest.mark.parametrize("procs, collective, compute_ns, synchronized", [
-    (16, "allreduce", 50_000, False),
-    (6, "allreduce", 20_000, False),
-    (7, "barrier", 30_000, True),
-    (5, "none", 70_000, False),
+@pytest.mark.parametrize("procs, collective, compute_ns, synchronized, costs", [
+    (16, "allreduce", 50_000, False, {}),
+    (6, "allreduce", 20_000, False, {}),
+    (12, "allreduce", 20_000, False, {"gap_ns": 4_000}),  # the gap binds: g > 2 o
+    (7, "barrier", 30_000, True, {}),
+    (9, "barrier", 30_000, False, {"gap_ns": 4_000}),
+    (5, "none", 70_000, False, {}),
 ])
-def test_replay_matches_the_reference(procs, collective, compute_ns, synchronized):
+def test_replay_matches_the_reference(procs, collective, compute_ns, synchronized, costs):
     rng = np.random.default_rng(7)
     # Dense, overlapping detours on short traces, so windows wrap around the trace
     # end and the compute window can be longer than a whole trace; plus a quiet one.
@@ -148,29 +189,52 @@ def test_replay_matches_the_reference(procs, collective, compute_ns, synchronize
               random_trace(rng, 45_000, 12, 9_000, "b"),
               NoiseTrace("quiet", [], [], 1_000_000, "file")]
     fast, reference = run_both(traces, procs, collective, compute_ns, 25,
-                               synchronized=synchronized)
+                               synchronized=synchronized, **costs)
     np.testing.assert_array_equal(fast, reference)
-    assert (fast[-1] > noise_free(procs, collective, compute_ns=compute_ns, iterations=25)).any()
+    assert (fast[-1] > noise_free(procs, collective, compute_ns=compute_ns, iterations=25,
+                                  **costs)).any()
 
 
-def test_replay_matches_the_reference_in_small_chunks_and_with_binary_search(monkeypatch):
-    # Exercise the chunked exact path and the fallback after a long bucket walk.
-    monkeypatch.setattr(replay, "CHUNK", 3)
-    monkeypatch.setattr(replay, "MAX_STEPS", 1)
+@pytest.mark.parametrize("overhead_ns", [1500, 0])
+def test_replay_matches_the_reference_when_windows_end_exactly_at_detours(overhead_ns):
+    # Every time on a 500 ns grid (detours, phases, L, o; no per-byte cost, no gap), so
+    # that windows often end exactly where a detour starts (no delay) or 500 ns after
+    # (all of it), in every kind of round: the fast paths must not differ at the edges
+    # (an empty window, o = 0, is delayed by a detour starting exactly at it). Sparse
+    # detours (one per 100 us): the fast paths skip most windows, so the edges are
+    # theirs to get right (about one window in 200 ends at a detour).
+    rng = np.random.default_rng(13)
+    grid = 500
+    traces = [NoiseTrace(name, np.sort(rng.choice(span // grid, count, replace=False)) * grid,
+                         rng.integers(1, 4, count) * grid, span, "file")
+              for name, span, count in (("a", 2_000_000, 20), ("b", 1_000_000, 10))]
+    offsets = rng.integers(0, 4000, 128) * grid
+    fast, reference = run_both(traces, 128, "allreduce", 20_000, 16, offsets=offsets,
+                               overhead_ns=overhead_ns, gap_ns=0, gap_per_byte_ns=0)
+    np.testing.assert_array_equal(fast, reference)
+
+
+def test_replay_matches_the_reference_with_binary_search(monkeypatch):
+    # With no bucket walk at all, every lookup of a detour goes to the binary search.
+    monkeypatch.setattr(replay, "MAX_STEPS", 0)
     rng = np.random.default_rng(11)
     traces = [random_trace(rng, 3_000_000, 900, 3_000), random_trace(rng, 2_000_000, 50, 30_000)]
     fast, reference = run_both(traces, 32, "allreduce", 200_000, 10)
     np.testing.assert_array_equal(fast, reference)
 
 
-@pytest.mark.parametrize("block, procs", [(2, 16), (4, 13), (8, 40)])
-def test_the_allreduce_in_blocks_matches_the_reference(monkeypatch, block, procs):
-    """The short-distance rounds run block by block (for the cache at millions of
-    processes): the same result as the reference, power of two or not."""
+@pytest.mark.parametrize("block, group, procs, threads", [
+    (2, 4, 16, 1), (2, 4, 16, 3), (4, 8, 13, 2), (2, 8, 40, 2), (1, 2, 64, 2)])
+def test_the_allreduce_in_blocks_matches_the_reference(monkeypatch, block, group, procs,
+                                                       threads):
+    """The rounds run block by block, group by group and tile by tile (for the cache at
+    millions of processes), on several threads: the same result as the reference's
+    rounds in order, power of two or not."""
     monkeypatch.setattr(loggp, "ROUND_BLOCK", block)
+    monkeypatch.setattr(loggp, "ROUND_GROUP", group)
     rng = np.random.default_rng(5)
     traces = [random_trace(rng, 300_000, 60, 20_000), random_trace(rng, 70_000, 9, 15_000)]
-    fast, reference = run_both(traces, procs, "allreduce", 30_000, 8)
+    fast, reference = run_both(traces, procs, "allreduce", 30_000, 8, threads=threads)
     np.testing.assert_array_equal(fast, reference)
     assert (fast[-1] > noise_free(procs, "allreduce", compute_ns=30_000, iterations=8)).any()
 

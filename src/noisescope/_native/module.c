@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "histogram.h"
+#include "predict.h"
 #include "probes.h"
 
 #if NS_HAVE_TSC
@@ -573,6 +574,218 @@ static PyObject *native_injection_signal(PyObject *self, PyObject *unused)
     return PyLong_FromLong(ns_injection_signal());
 }
 
+/* -- the prediction engine (analysis/predict): tuples of arrays, see predict.h -- */
+
+/* A borrowed int64 array of at least `least` items (NULL for None if optional). */
+static int borrow_int64(PyObject *value, const char *name, int optional, size_t least,
+                        struct borrowed *b, int64_t **out)
+{
+    if (optional && value == Py_None) {
+        *out = NULL;
+        return 0;
+    }
+    struct ns_series series;
+    if (borrow_series(value, name, b, &series) < 0)
+        return -1;
+    if (series.capacity < least) {
+        PyErr_Format(PyExc_ValueError, "predict: array '%s' holds %zu items, needs %zu", name,
+                     series.capacity, least);
+        return -1;
+    }
+    *out = (int64_t *)series.data;
+    return 0;
+}
+
+/* (starts, ends, cumulative, first, bucket_shift, max_steps, origin, span, total) */
+static int parse_axis(PyObject *spec, struct borrowed *b, struct ns_trace_axis *a)
+{
+    PyObject *starts, *ends, *cumulative, *first, *origin, *span, *total;
+    if (!PyArg_ParseTuple(spec, "OOOOiiOOO;predict: bad trace axis", &starts, &ends,
+                          &cumulative, &first, &a->bucket_shift, &a->max_steps, &origin, &span,
+                          &total))
+        return -1;
+    int64_t *s, *e, *c, *f, *o, *sp, *t;
+    if (borrow_int64(starts, "starts", 0, 1, b, &s) < 0)
+        return -1;
+    size_t detours = b->views[b->used - 1].len / 8 - 1;
+    size_t traces = (size_t)PyObject_Length(span);
+    if (borrow_int64(ends, "ends", 0, detours + 1, b, &e) < 0 ||
+        borrow_int64(cumulative, "cumulative", 0, detours + 1, b, &c) < 0 ||
+        borrow_int64(first, "first", 0, 1, b, &f) < 0 ||
+        borrow_int64(origin, "origin", 0, traces, b, &o) < 0 ||
+        borrow_int64(span, "span", 0, traces, b, &sp) < 0 ||
+        borrow_int64(total, "total", 0, traces, b, &t) < 0)
+        return -1;
+    if (traces == 0 || a->bucket_shift < 0 || a->bucket_shift > 62 || a->max_steps < 0) {
+        PyErr_SetString(PyExc_ValueError, "predict: bad trace axis");
+        return -1;
+    }
+    a->starts = s, a->ends = e, a->cumulative = c, a->first = f;
+    a->origin = o, a->span = sp, a->total = t;
+    a->detours = (int64_t)detours;
+    a->shortest_span = sp[0];
+    for (size_t j = 1; j < traces; j++)
+        if (sp[j] < a->shortest_span)
+            a->shortest_span = sp[j];
+    return 0;
+}
+
+/* (axis, shift, next_start, trace_of or None) for `procs` processes */
+static int parse_replay(PyObject *spec, size_t procs, struct borrowed *b, struct ns_replay *r)
+{
+    PyObject *axis, *shift, *next_start, *trace_of;
+    int64_t *of;
+    if (!PyArg_ParseTuple(spec, "O!OOO;predict: bad noise replay", &PyTuple_Type, &axis, &shift,
+                          &next_start, &trace_of) ||
+        parse_axis(axis, b, &r->axis) < 0 ||
+        borrow_int64(shift, "shift", 0, procs, b, &r->shift) < 0 ||
+        borrow_int64(next_start, "next_start", 0, procs, b, &r->next_start) < 0 ||
+        borrow_int64(trace_of, "trace_of", 1, procs, b, &of) < 0)
+        return -1;
+    r->trace_of = of;
+    return 0;
+}
+
+/* (ready, next_send or None, next_receive or None, L, o, g, transfer), replay or None */
+static int parse_machine(PyObject *spec, PyObject *noise, struct borrowed *b,
+                         struct ns_machine *m, struct ns_replay *replay, int64_t *procs)
+{
+    PyObject *ready, *next_send, *next_receive;
+    if (!PyArg_ParseTuple(spec, "OOOLLLL;predict: bad machine", &ready, &next_send,
+                          &next_receive, &m->latency, &m->overhead, &m->gap, &m->transfer) ||
+        borrow_int64(ready, "ready", 0, 0, b, &m->ready) < 0)
+        return -1;
+    size_t count = b->views[b->used - 1].len / 8;
+    *procs = (int64_t)count;
+    if (borrow_int64(next_send, "next_send", 1, count, b, &m->next_send) < 0 ||
+        borrow_int64(next_receive, "next_receive", 1, count, b, &m->next_receive) < 0)
+        return -1;
+    m->noise = NULL;
+    if (noise != Py_None) {
+        if (parse_replay(noise, count, b, replay) < 0)
+            return -1;
+        m->noise = replay;
+    }
+    return 0;
+}
+
+static PyObject *native_predict_windows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *axis_spec, *at_obj, *noise_obj;
+    long long busy, span, total;
+    int in_progress;
+    if (!PyArg_ParseTuple(args, "O!OLLLpO", &PyTuple_Type, &axis_spec, &at_obj, &busy, &span,
+                          &total, &in_progress, &noise_obj))
+        return NULL;
+    Py_buffer views[16];
+    struct borrowed b = {views, 0, 16};
+    struct ns_trace_axis axis;
+    int64_t *at, *noise;
+    PyObject *result = NULL;
+    if (parse_axis(axis_spec, &b, &axis) < 0 || borrow_int64(at_obj, "at", 0, 0, &b, &at) < 0)
+        goto done;
+    size_t count = b.views[b.used - 1].len / 8;
+    if (borrow_int64(noise_obj, "noise", 0, count, &b, &noise) < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    ns_trace_windows(&axis, at, (int64_t)count, busy, span, total, in_progress, noise);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (size_t i = 0; i < b.used; i++)
+        PyBuffer_Release(&b.views[i]);
+    return result;
+}
+
+static PyObject *native_predict_finish(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *replay_spec, *start_obj, *end_obj;
+    long long first, busy;
+    if (!PyArg_ParseTuple(args, "O!OOLL", &PyTuple_Type, &replay_spec, &start_obj, &end_obj,
+                          &first, &busy))
+        return NULL;
+    Py_buffer views[16];
+    struct borrowed b = {views, 0, 16};
+    struct ns_replay replay;
+    int64_t *start, *end;
+    PyObject *result = NULL;
+    if (borrow_int64(start_obj, "start", 0, 0, &b, &start) < 0)
+        goto done;
+    size_t count = b.views[b.used - 1].len / 8;
+    if (first < 0 || borrow_int64(end_obj, "end", 0, count, &b, &end) < 0 ||
+        parse_replay(replay_spec, (size_t)first + count, &b, &replay) < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    ns_replay_finish(&replay, start, end, (int64_t)count, first, busy);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (size_t i = 0; i < b.used; i++)
+        PyBuffer_Release(&b.views[i]);
+    return result;
+}
+
+static PyObject *native_predict_compute(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *machine_spec, *noise;
+    long long length;
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!OLi", &PyTuple_Type, &machine_spec, &noise, &length, &threads))
+        return NULL;
+    Py_buffer views[16];
+    struct borrowed b = {views, 0, 16};
+    struct ns_machine machine;
+    struct ns_replay replay;
+    int64_t procs;
+    PyObject *result = NULL;
+    if (parse_machine(machine_spec, noise, &b, &machine, &replay, &procs) < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    ns_machine_compute(&machine, procs, length, threads);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (size_t i = 0; i < b.used; i++)
+        PyBuffer_Release(&b.views[i]);
+    return result;
+}
+
+static PyObject *native_predict_allreduce(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *machine_spec, *noise;
+    long long power, block, group;
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!OLLLi", &PyTuple_Type, &machine_spec, &noise, &power, &block,
+                          &group, &threads))
+        return NULL;
+    Py_buffer views[16];
+    struct borrowed b = {views, 0, 16};
+    struct ns_machine machine;
+    struct ns_replay replay;
+    int64_t procs;
+    PyObject *result = NULL;
+    if (parse_machine(machine_spec, noise, &b, &machine, &replay, &procs) < 0)
+        goto done;
+    /* every size a power of two; power within the machine */
+    if (power < 1 || power > procs || block < 1 || group < 1 || (power & (power - 1)) ||
+        (block & (block - 1)) || (group & (group - 1))) {
+        PyErr_SetString(PyExc_ValueError, "predict: allreduce sizes must be powers of two");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ns_allreduce_rounds(&machine, power, block, group, threads);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    for (size_t i = 0; i < b.used; i++)
+        PyBuffer_Release(&b.views[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"run", native_run, METH_VARARGS, run_doc},
     {"ticks", native_ticks, METH_NOARGS, "Current tick count of the measurement clock."},
@@ -591,6 +804,14 @@ static PyMethodDef methods[] = {
     {"munlockall", native_munlockall, METH_NOARGS, "munlockall(); returns 0 or errno."},
     {"injection_signal", native_injection_signal, METH_NOARGS,
      "The real-time signal used by signal-mode injection."},
+    {"predict_windows", native_predict_windows, METH_VARARGS,
+     "predict_windows(axis, at, busy, span, total, in_progress, noise): noise of windows."},
+    {"predict_finish", native_predict_finish, METH_VARARGS,
+     "predict_finish(replay, start, end, first, busy): ends of busy windows, noise included."},
+    {"predict_compute", native_predict_compute, METH_VARARGS,
+     "predict_compute(machine, replay, length, threads): every process computes."},
+    {"predict_allreduce", native_predict_allreduce, METH_VARARGS,
+     "predict_allreduce(machine, replay, power, block, group, threads): exchange rounds."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,15 +13,20 @@ A collective is a sequence of rounds; in each round a set of processes sends
 and a set of processes receives, matched elementwise after a permutation. One
 process handles its messages in round order (a send of round k+1 needs the
 receive of round k). Collectives order the processes ("slots") so that every
-round works on contiguous slices, which numpy handles without copies.
+round works on contiguous slices. The compute phase and the allreduce's rounds
+run in the native core (`_native/predict.c`: one pass per round, block by block
+in the CPU cache, on every CPU this process may use); the few other rounds are
+numpy passes.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from ... import _native
 from ...errors import UsageError
 from .replay import NoiseReplay
 
@@ -51,20 +56,27 @@ class LogGP:
         return cls(**data)
 
 
-# Processes per block of the allreduce's short-distance rounds: the arrays of a block
-# (2 MB per int64 column) stay in the last-level cache, and there are few enough blocks
-# for numpy's per-call cost not to matter (2^15 was slower with noise, 2^22 was a
-# round over all of 4M processes: 2^18 took 0.6 of that time here).
-ROUND_BLOCK = 1 << 18
+# The allreduce's rounds in the native core go block by block so that the clocks they
+# touch stay in the CPU cache (ready and next_start, 16 B per process, more for the
+# exact noise lookups and the gap clocks): the rounds closer than ROUND_BLOCK slots
+# within a block (256 kB: the L2 cache), those closer than ROUND_GROUP by pairs of
+# blocks in a group (4-6 MB: the L3 cache), the wider ones on tiles of ROUND_GROUP
+# slots that hold every partner (runs of ROUND_GROUP^2 / P slots, one per group).
+ROUND_BLOCK = 1 << 14
+ROUND_GROUP = 1 << 18
 
 
 class SimulatedMachine:
     """P processes under LogGP; noise (if any) is charged to every busy window."""
 
-    def __init__(self, procs: int, loggp: LogGP, noise: NoiseReplay | None = None):
+    def __init__(self, procs: int, loggp: LogGP, noise: NoiseReplay | None = None,
+                 threads: int | None = None):
         self.procs = procs
         self.loggp = loggp
         self.noise = noise
+        # threads change the speed, never the result (processes run concurrently
+        # only where they share nothing)
+        self.threads = threads or len(os.sched_getaffinity(0))
         self.ready = np.zeros(procs, np.int64)
         # Between two sends (or two receives) a process always pays at least 2 o of
         # overhead in the schedules below, so a gap g <= 2 o can never delay anything
@@ -86,8 +98,24 @@ class SimulatedMachine:
         else:
             self.ready[procs] = done
 
+    def _native(self, message_bytes: int = 1) -> tuple:
+        """The clocks and costs the native core reads (predict.h: struct ns_machine)."""
+        p = self.loggp
+        gaps = (self.next_send, self.next_receive) if self.gaps else (None, None)
+        return (self.ready, *gaps, p.latency_ns, p.overhead_ns, p.gap_ns,
+                p.transfer_ns(message_bytes))
+
+    def _native_noise(self) -> tuple | None:
+        return None if self.noise is None else self.noise.native()
+
     def compute(self, busy_ns: int) -> None:
-        self.ready = self.busy(self.ready, busy_ns, slice(0, self.procs))
+        _native.predict_compute(self._native(), self._native_noise(), busy_ns, self.threads)
+
+    def exchange_rounds(self, power: int, message_bytes: int) -> None:
+        """Recursive doubling among slots [0, power) (a power of two): log2(power) rounds,
+        in round k slot i sends to and receives from slot i XOR 2^k."""
+        _native.predict_allreduce(self._native(message_bytes), self._native_noise(), power,
+                                  ROUND_BLOCK, ROUND_GROUP, self.threads)
 
     def send(self, procs: slice, message_bytes: int) -> np.ndarray:
         """Processes `procs` send one message each; returns the arrival times."""
@@ -166,42 +194,9 @@ class RecursiveDoublingAllreduce(Collective):
         paired, helpers = slice(0, extra), slice(power, machine.procs)
         if extra:
             machine.receive(paired, machine.send(helpers, size), size)
-        # Done block by block, so that each block's state is read from memory once
-        # per round or less (at millions of processes a round over all of them at
-        # once is bound by memory): the rounds whose partners are closer than a block
-        # stay inside aligned blocks, each block runs them all in turn; in each wider
-        # round a block exchanges with its partner block. The same arithmetic in
-        # another order: a process's send comes before its receive in every round.
-        block = min(power, ROUND_BLOCK)
-        for first in range(0, power, block):
-            self._near_rounds(machine, slice(first, first + block), block)
-        distance = block
-        while distance < power:
-            for low in range(0, power, 2 * distance):
-                for first in range(low, low + distance, block):
-                    self._exchange(machine, slice(first, first + block),
-                                   slice(first + distance, first + distance + block))
-            distance *= 2
+        machine.exchange_rounds(power, size)
         if extra:
             machine.receive(helpers, machine.send(paired, size), size)
-
-    def _near_rounds(self, machine: SimulatedMachine, procs: slice, stop: int) -> None:
-        """The exchanges at distances 1, 2, 4, ... below `stop` among the slots `procs`."""
-        count, size = procs.stop - procs.start, self.message_bytes
-        distance = 1
-        while distance < stop:
-            arrival = machine.send(procs, size)
-            # partner of slot i is i XOR distance: swap neighbouring blocks of `distance`
-            swapped = arrival.reshape(-1, 2, distance)[:, ::-1, :].reshape(count)
-            machine.receive(procs, swapped, size)
-            distance *= 2
-
-    def _exchange(self, machine: SimulatedMachine, one: slice, other: slice) -> None:
-        """Slots `one` and `other`, partners at the same offsets, swap messages."""
-        size = self.message_bytes
-        from_one, from_other = machine.send(one, size), machine.send(other, size)
-        machine.receive(one, from_other, size)
-        machine.receive(other, from_one, size)
 
 
 COLLECTIVES = ("allreduce", "barrier", "none")

@@ -35,7 +35,7 @@ from .orderstats import (
 from .replay import NoiseReplay
 from .traces import NoiseTrace, load_noise
 
-MAX_PROCS = 1 << 24  # about 1.5 GB of per-process state
+MAX_PROCS = 1 << 24  # about 0.7 GB of per-process state (docs/benchmarks.md)
 MAX_MESSAGE_BYTES = 1 << 40
 MAX_SEEDS = 1000  # the spread over seeds is settled long before
 Progress = Callable[[int, int, int], None]  # processes, seed number (1-based), seeds
@@ -226,7 +226,8 @@ def simulate(procs: int, options: PredictOptions, traces: list[NoiseTrace],
     collective = make_collective(options.collective, options.message_bytes)
     noise = None
     if traces:
-        trace_of = collective.slot_ranks(procs) % len(traces)
+        trace_of = (collective.slot_ranks(procs) % len(traces) if len(traces) > 1
+                    else np.zeros(procs, np.int8))  # one trace: every rank replays it
         noise = NoiseReplay(traces, trace_of, rng or np.random.default_rng(options.seed),
                             synchronized=options.sync_noise)
     machine = SimulatedMachine(procs, options.loggp, noise)

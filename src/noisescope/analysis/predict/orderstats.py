@@ -47,9 +47,8 @@ def window_delays(traces: list[NoiseTrace], window_ns: int, offsets: np.ndarray
             delays.append(np.zeros(len(offsets), np.int64))
             continue
         at = line.origin[index] + offsets % trace.span_ns
-        noise, _, _ = line.window(at, window_ns, line.span[index], line.total[index],
-                                  in_progress=False)
-        delays.append(noise)
+        delays.append(line.window(at, window_ns, line.span[index], line.total[index],
+                                  in_progress=False))
     return delays
 
 

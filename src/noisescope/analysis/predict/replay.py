@@ -7,28 +7,30 @@ at or before t (if it is still in progress) plus every detour starting inside
 (t, t + d). A detour starting exactly as the window ends does not delay it.
 Waiting is never charged.
 
-Speed comes from two observations:
+The windows are charged by the native core (`_native/predict.c`, one loop over
+the processes); this module lays out the data it reads. Speed comes from two
+observations:
 
 * Detours are rare next to the windows, so each process keeps one number: when
   the first detour at or after the end of its last busy window starts
   (`next_start`). A window that ends before it has no noise, which costs one
   comparison; only the other processes (a detour starts inside, or the process
-  waited across one) need the exact lookup, in cache-sized batches.
+  waited across one) need the exact lookup.
 * The exact lookup finds "the last detour starting at or before x" through a
-  bucket table over one global time axis that holds every trace, which is an
-  order of magnitude faster than a binary search for unsorted queries.
+  bucket table over one global time axis that holds every trace, a few steps
+  from the bucket's first detour (a binary search after MAX_STEPS).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ... import _native
 from .traces import NoiseTrace
 
 FAR = np.int64(1 << 62)  # "never": later than any simulated time
 MAX_BUCKETS = 1 << 22
 MAX_STEPS = 8  # bucket walk steps before falling back to a binary search
-CHUNK = 1 << 15  # processes per exact-lookup batch (about 256 kB per int64 column)
 
 
 class TraceAxis:
@@ -57,9 +59,6 @@ class TraceAxis:
         self.starts = np.append(start, FAR)  # the sentinel ends every bucket walk
         self.ends = np.append(start + duration, FAR)
         self.cumulative = np.concatenate([[0], np.cumsum(duration)]).astype(np.int64)
-        # views indexed by a detour: the next one's start, the sum up to and including it
-        self.next_starts = self.starts[1:]
-        self.cumulative_through = self.cumulative[1:]
         self.origin = np.array(origins, np.int64)
         self.span = np.array(spans, np.int64)
         self.total = np.array(totals, np.int64)
@@ -69,48 +68,24 @@ class TraceAxis:
         while (cursor >> self.shift) + 2 > MAX_BUCKETS:
             self.shift += 1
         edges = np.arange((cursor >> self.shift) + 2, dtype=np.int64) << self.shift
-        self.first = np.searchsorted(self.starts, edges, side="left").astype(np.int32)
+        self.first = np.searchsorted(self.starts, edges, side="left").astype(np.int64)
 
-    def last_at_or_before(self, x: np.ndarray) -> np.ndarray:
-        """Index of the last detour starting at or before each global time x."""
-        index = self.first[x >> self.shift].astype(np.int64)  # every start before it is < x
-        todo = np.flatnonzero(self.starts[index] <= x)
-        for _ in range(MAX_STEPS):
-            if not todo.size:
-                return index - 1
-            index[todo] += 1
-            todo = todo[self.starts[index[todo]] <= x[todo]]
-        if todo.size:
-            index[todo] = np.searchsorted(self.starts, x[todo], side="right")
-        return index - 1
+    def native(self) -> tuple:
+        """What the native core reads (predict.h: struct ns_trace_axis)."""
+        return (self.starts, self.ends, self.cumulative, self.first, self.shift, MAX_STEPS,
+                self.origin, self.span, self.total)
 
-    def window(self, at: np.ndarray, busy_ns: int, span=None, total=None, *,
-               in_progress: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | int]:
+    def window(self, at: np.ndarray, busy_ns: int, span: int, total: int, *,
+               in_progress: bool = True) -> np.ndarray:
         """Noise charged to busy windows [at, at + busy_ns) (global times inside the first
-        period of their block): the rest of a detour in progress at `at` (unless
-        in_progress=False) plus every detour starting inside. span and total (their
-        traces' span and summed detours) are needed only for windows longer than the
-        shortest trace.
-        Returns (noise, start of the first detour at or after the window end, whole
-        trace periods the window covers)."""
-        periods = busy_ns // span if busy_ns >= self.span.min() else 0
-        first = self.last_at_or_before(at)
-        if in_progress:
-            noise = self.ends[first] - at
-            np.maximum(noise, 0, out=noise)
-        else:
-            noise = np.zeros(len(at), np.int64)
-        following = self.next_starts[first]
-        finish = at + (busy_ns - periods * span) if np.any(periods) else at + busy_ns
-        inside = np.flatnonzero(following < finish)  # detours starting inside the window
-        if inside.size:
-            last = self.last_at_or_before(finish[inside] - 1)
-            noise[inside] += (self.cumulative_through[last]
-                              - self.cumulative_through[first[inside]])
-            following[inside] = self.next_starts[last]
-        if np.any(periods):  # a window longer than the trace sees all of it each time
-            noise += periods * total
-        return noise, following, periods
+        period of their block) of one trace of `span` ns with `total` ns of detours: the
+        rest of a detour in progress at `at` (unless in_progress=False) plus every detour
+        starting inside."""
+        at = np.ascontiguousarray(at, np.int64)
+        noise = np.empty(len(at), np.int64)
+        _native.predict_windows(self.native(), at, int(busy_ns), int(span), int(total),
+                                in_progress, noise)
+        return noise
 
 
 class NoiseReplay:
@@ -129,9 +104,14 @@ class NoiseReplay:
                  offsets: np.ndarray | None = None):
         self.timeline = line = TraceAxis(traces)
         procs = len(trace_of)
-        self.trace_of = trace_of.astype(np.int32)
-        self.single_trace = len(traces) == 1
-        span = line.span[self.trace_of]
+        noisy = np.array([t.detours > 0 for t in traces])
+        if len(traces) == 1:  # no per-process trace numbers (millions of processes)
+            self.trace_of = None
+            span, origin, noisy = line.span[0], line.origin[0], noisy[0]
+        else:
+            self.trace_of = np.asarray(trace_of, np.int64)
+            span, origin = line.span[self.trace_of], line.origin[self.trace_of]
+            noisy = noisy[self.trace_of]
         if offsets is not None:  # given: where in its trace each process starts
             phase = np.asarray(offsets, np.int64) % span
         elif synchronized:
@@ -139,52 +119,19 @@ class NoiseReplay:
         else:
             phase = (rng.random(procs) * span).astype(np.int64)
         # global time on the timeline = simulated time + shift
-        self.shift = line.origin[self.trace_of] + phase
-        self.period_end = (line.origin[0] + line.span[0] if self.single_trace
-                           else line.origin[self.trace_of] + span)
-        noisy = np.array([t.detours > 0 for t in traces])[self.trace_of]
-        self.next_start = np.where(noisy, -FAR, FAR)  # quiet traces are never charged
+        self.shift = np.empty(procs, np.int64)
+        np.add(origin, phase, out=self.shift)
+        self.next_start = np.empty(procs, np.int64)
+        self.next_start[:] = np.where(noisy, -FAR, FAR)  # quiet traces are never charged
+
+    def native(self) -> tuple:
+        """What the native core reads and updates (predict.h: struct ns_replay)."""
+        return (self.timeline.native(), self.shift, self.next_start, self.trace_of)
 
     def finish(self, start: np.ndarray, busy_ns: int, procs: slice) -> np.ndarray:
         """End of busy windows [start, start + busy_ns) of processes `procs` (a slice),
-        noise included."""
-        end = start + busy_ns
-        # an empty window is hit only by a detour starting at or before it
-        hit = np.flatnonzero(np.less(self.next_start[procs], end) if busy_ns
-                             else np.less_equal(self.next_start[procs], end))
-        first = procs.start or 0
-        # in chunks that stay in the CPU cache: the exact path is many small steps
-        for chunk in range(0, hit.size, CHUNK):
-            some = hit[chunk:chunk + CHUNK]
-            end[some] += self._charge(start[some], busy_ns, some + first if first else some)
+        noise included (a new array)."""
+        start = np.ascontiguousarray(start, np.int64)
+        end = np.empty_like(start)
+        _native.predict_finish(self.native(), start, end, procs.start or 0, int(busy_ns))
         return end
-
-    def _geometry(self, procs: np.ndarray):
-        """Block origin, span and summed detours of each process's trace."""
-        line = self.timeline
-        if self.single_trace:
-            return line.origin[0], line.span[0], line.total[0]
-        trace = self.trace_of[procs]
-        return line.origin[trace], line.span[trace], line.total[trace]
-
-    def _charge(self, start: np.ndarray, busy_ns: int, procs: np.ndarray) -> np.ndarray:
-        """Exact noise for the windows of `procs`; moves their caches to the window end."""
-        shift = self.shift[procs]
-        at = start + shift  # where the window starts on the timeline
-        period_end = self.period_end if self.single_trace else self.period_end[procs]
-        wrapped = np.flatnonzero(at >= period_end)
-        if wrapped.size:  # past the end of the trace's first period: it repeats
-            origin, span, _ = self._geometry(procs[wrapped])
-            back = (at[wrapped] - origin) // span * span
-            at[wrapped] -= back
-            shift[wrapped] -= back
-            self.shift[procs[wrapped]] = shift[wrapped]
-        long_window = busy_ns >= self.timeline.span.min()
-        _, span, total = self._geometry(procs) if long_window else (None, None, None)
-        noise, following, periods = self.timeline.window(at, busy_ns, span, total)
-        if np.any(periods):  # keep the window's end inside [0, 2 span) of its block
-            shift -= periods * span
-            self.shift[procs] = shift
-        following -= shift
-        self.next_start[procs] = following
-        return noise
