@@ -18,6 +18,7 @@ It checks that the planted nodes, and no others, are named in the fleet's differ
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pickle
 import subprocess
@@ -26,14 +27,11 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.synthetic_fleet
 
-from noisescope.cluster.scan import NODES, fleet_bundle  # noqa: E402
-from noisescope.cluster.session import RankOutcome  # noqa: E402
-from noisescope.scan import ScanOptions  # noqa: E402
-from tests.synthetic_fleet import CPUS, PROBES, SECOND, Planted, fleet_nodes  # noqa: E402
+from noisescope.cluster.scan import NODES  # noqa: E402
+from tests.synthetic_fleet import CPUS, PROBES, SECOND, Planted, fleet_nodes, fleet_of  # noqa: E402
 
 GOAL_S, GOAL_GIB = 60.0, 4.0
 RECORDS = "records.pickle"  # beside the fleet directory: the ranks' records, for stage 1
@@ -72,15 +70,8 @@ def summarise(directory: Path) -> None:
     """Stage 1, in its own process: rank 0's fleet bundle from the records."""
     with open(directory.with_name(directory.name + "." + RECORDS), "rb") as source:
         planted, records = pickle.load(source)
-    outcomes = {r["rank"]: RankOutcome(r["rank"], "ok", hello={"node": r["node"], "cpus": r["cpus"]},
-                                       record=r) for r in records}
-    session = SimpleNamespace(outcomes=outcomes, interrupted=False, start_ns=0,
-                              world=SimpleNamespace(size=planted.nodes))
-    options = ScanOptions(cpus=CPUS, duration_ns=records[0]["summaries"]["detour"][0]["measured_ns"],
-                          probes=PROBES, label="synthetic fleet")
     began = time.perf_counter()
-    fleet = fleet_bundle(options, session, started="2026-01-01T00:00:00.000000Z", argv=None,
-                         timeout_ns=60 * SECOND, inject_ranks=None)
+    fleet = fleet_of(planted, records, records[0]["summaries"]["detour"][0]["measured_ns"])
     fleet.write_into(directory)
     elapsed = time.perf_counter() - began
     found = {}
@@ -124,8 +115,7 @@ def main() -> None:
         results = {}
         for stage, argv in stages.items():
             if stage == "fleet summary" and args.fleet:
-                (directory / "manifest.json").unlink()  # written again by the stage
-                (directory / "windows.parquet").unlink(missing_ok=True)
+                remove_fleet_bundle(directory)  # written again by the stage
             results[stage] = measure(argv, stage)
             seconds, gib, out = results[stage]
             extra = ""
@@ -149,6 +139,15 @@ def main() -> None:
           f"(goal <= {GOAL_S:.0f} s), peak RSS {peak:.2f} GiB (goal <= {GOAL_GIB:.0f} GiB): "
           f"{'met' if ok else 'NOT met'}")
     sys.exit(0 if ok else 1)
+
+
+def remove_fleet_bundle(directory: Path) -> None:
+    """The fleet bundle's own files (manifest and tables), not its nodes' bundles."""
+    manifest = directory / "manifest.json"
+    if manifest.exists():
+        for entry in json.loads(manifest.read_text())["tables"].values():
+            (directory / entry["file"]).unlink(missing_ok=True)
+        manifest.unlink()
 
 
 def measure(argv: list[str], what: str) -> tuple[float, float, str]:

@@ -32,6 +32,8 @@ from .tables import ParkedTable, StoredTable, Table
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
 MANIFEST = "manifest.json"
+SUMMARY_TABLE = "summary_"  # summary_KIND: the rows of summaries[KIND] as a table
+FINDINGS_TABLE = "system_findings"  # the manifest's `system`, as a table
 PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
 
 
@@ -50,6 +52,9 @@ class Bundle:
         self.manifest = manifest
         self.path = path
         self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
+        # rows read from tables on first use
+        self._summaries: dict[str, list[dict]] | None = None
+        self._findings: list[dict] | None = None
 
     # -- manifest views -------------------------------------------------
     @property
@@ -80,7 +85,26 @@ class Bundle:
 
     @property
     def summaries(self) -> dict[str, list[dict]]:
-        return self.manifest["summaries"]
+        """The manifest's summaries, and those kept in tables (`summary_KIND`: a fleet's
+        rows per rank and per CPU, too many for JSON); read once, on first use. Without
+        such tables this is the manifest's own dict."""
+        kept = [n for n in self.table_names if n.startswith(SUMMARY_TABLE)]
+        if not kept:
+            return self.manifest["summaries"]
+        if self._summaries is None:
+            self._summaries = {**self.manifest["summaries"],
+                               **{n[len(SUMMARY_TABLE):]: self.table(n).to_rows() for n in kept}}
+        return self._summaries
+
+    @property
+    def system(self) -> list[dict]:
+        """The findings of `noisescope system show` when measured (a fleet's: every rank's,
+        kept in the table `system_findings`)."""
+        if not self.has_table(FINDINGS_TABLE):
+            return self.manifest.get("system", [])
+        if self._findings is None:
+            self._findings = self.table(FINDINGS_TABLE).to_rows()
+        return self._findings
 
     @property
     def warnings(self) -> list[Diagnostic]:
@@ -485,7 +509,15 @@ def _schema_2(manifest: dict) -> None:
         manifest["parameters"]["hourglass_ns"] = round(cut * 1e9 / ticks_per_second)
 
 
-UPGRADES = {1: _schema_2}  # schema N -> N + 1, applied in memory on load
+def _schema_3(manifest: dict) -> None:
+    """Schema 2 -> 3: a fleet keeps its rows per rank and per CPU and its ranks'
+    findings in tables (summary_ranks, summary_PROBE, system_findings) and its
+    manifest the counts and the distribution over the ranks. A fleet of schema 2
+    keeps the rows in its manifest, where `Bundle.summaries` and `Bundle.system`
+    read them as they are; nothing else changed."""
+
+
+UPGRADES = {1: _schema_2, 2: _schema_3}  # schema N -> N + 1, applied in memory on load
 
 
 def upgrade(manifest: dict) -> None:

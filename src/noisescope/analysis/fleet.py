@@ -84,6 +84,30 @@ def noisiest(rows: list[dict], key: str, count: int | None = None) -> list[dict]
     return sorted(have, key=lambda r: -r[key])[:count]
 
 
+def counts(rows: list[dict]) -> dict[str, int]:
+    """How many ranks a fleet (or bsp) has, how many measured, on how many nodes."""
+    return {"ranks": len(rows), "measured": sum(r.get("status", "ok") == "ok" for r in rows),
+            "nodes": len({r["node"] for r in rows if r.get("node")})}
+
+
+DISTRIBUTION_POINTS = ("min", "p50", "p90", "p99", "max")
+
+
+def distribution(rows: list[dict]) -> list[dict]:
+    """Each rank figure (NODE_FIGURES) over the measured ranks that have it: how many,
+    and its min, median, p90, p99 and max."""
+    measured = [r for r in rows if r.get("status") == "ok"]
+    out = []
+    for probe, name, _, _, _ in NODE_FIGURES:
+        key = f"{probe}_{name}"
+        values = np.array([r[key] for r in measured if r.get(key) is not None], np.float64)
+        if len(values):
+            points = np.percentile(values, [0, 50, 90, 99, 100])
+            out.append({"what": key, "ranks": len(values),
+                        **dict(zip(DISTRIBUTION_POINTS, points.tolist(), strict=True))})
+    return out
+
+
 def others_medians(values: np.ndarray) -> np.ndarray:
     """For each value, the median of all the other values (NaN with fewer than 2)."""
     n = len(values)
@@ -220,7 +244,8 @@ class FleetBundle(Bundle):
 
     @classmethod
     def of(cls, bundle: Bundle) -> FleetBundle:
-        return cls(bundle.manifest, path=bundle.path)
+        return bundle if isinstance(bundle, FleetBundle) else \
+            cls(bundle.manifest, bundle._tables, path=bundle.path)
 
     @functools.cached_property
     def _present(self) -> tuple[list[dict], list[dict]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..analysis.fleet import FleetBundle, noisiest
+from ..analysis.fleet import FleetBundle, counts, noisiest
 from ..bundle import MANIFEST, Bundle
 from ..errors import UsageError, option
 from ..units import format_cpu_list, format_duration
@@ -126,10 +126,9 @@ def _ranks_fact(bundle: Bundle) -> str:
     ranks = bundle.summaries.get("ranks") if bundle.kind in ("fleet", "bsp") else None
     if not ranks:
         return ""
-    nodes = {r["node"] for r in ranks if r.get("node")}
-    measured = sum(1 for r in ranks if r.get("status", "ok") == "ok")
-    return (f"{bundle.parameters.get('ranks', len(ranks))} ranks on {len(nodes)} "
-            f"node{'s' if len(nodes) != 1 else ''}, {measured} measured")
+    found = counts(ranks)
+    return (f"{bundle.parameters.get('ranks', found['ranks'])} ranks on {found['nodes']} "
+            f"node{'s' if found['nodes'] != 1 else ''}, {found['measured']} measured")
 
 
 def configuration_section(bundles: list[Bundle], names: list[str]) -> Section:
@@ -151,10 +150,10 @@ def _system_cell(bundle: Bundle, check: str) -> str:
     if bundle.kind == "import":
         return ("not checked: imported results; noisescope did not see the machine they were "
                 "measured on")
-    found = [f for f in bundle.manifest.get("system", []) if f["check"] == check]
+    found = [f for f in bundle.system if f["check"] == check]
     if all("rank" not in f for f in found):
         return _finding_text(found[0]) if found else ""
-    ranks = {(f["rank"], f["node"]) for f in bundle.manifest["system"]}
+    ranks = {(f["rank"], f["node"]) for f in bundle.system}
     same: dict[str, list[str]] = {}
     for f in sorted(found, key=lambda f: f["rank"]):
         same.setdefault(_finding_text(f), []).append(f"{f['rank']} ({f['node']})")
@@ -165,7 +164,7 @@ def _system_cell(bundle: Bundle, check: str) -> str:
 
 
 def system_section(bundles: list[Bundle], names: list[str]) -> Section | None:
-    checks = list(dict.fromkeys(f["check"] for b in bundles for f in b.manifest.get("system", [])))
+    checks = list(dict.fromkeys(f["check"] for b in bundles for f in b.system))
     if not checks and any(b.kind == "import" for b in bundles):
         checks = ["(all)"]  # say why an import has none
     if not checks:

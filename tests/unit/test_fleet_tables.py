@@ -1,0 +1,93 @@
+"""A fleet bundle keeps its rows per rank and per CPU and its ranks' findings in tables
+(schema 3), its manifest only what is about the fleet; read back they are the rows the
+ranks sent. A fleet written before (schema 2, rows in the manifest) reads the same."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import noisescope
+from noisescope.bundle import FINDINGS_TABLE, SUMMARY_TABLE
+from noisescope.errors import UsageError
+from noisescope.manifest import SCHEMA_VERSION
+from noisescope.render.fleet import fleet_blocks
+from noisescope.render.terminal import print_blocks
+
+from ..synthetic_fleet import PROBES, SMALL, SMALL_NS, fleet_nodes, small_fleet
+
+OLD_FLEET = Path(__file__).parents[1] / "fixtures" / "bundles" / "fleet-5728cd0"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("fleet")
+    small_fleet().write_into(directory)
+    return directory
+
+
+def test_the_rows_per_rank_and_cpu_are_tables_and_the_manifest_keeps_the_fleet(written):
+    manifest = json.loads((written / "manifest.json").read_text())
+    assert manifest["schema_version"] == SCHEMA_VERSION == 3
+    assert sorted(manifest["summaries"]) == ["alignment", "differences", "distribution", "fleet"]
+    assert "system" not in manifest
+    assert sorted(manifest["tables"]) == sorted([FINDINGS_TABLE, "windows", SUMMARY_TABLE + "ranks",
+                                                 *(SUMMARY_TABLE + p for p in PROBES)])
+    assert manifest["summaries"]["fleet"] == [{"ranks": 3, "measured": 3, "nodes": 3}]
+    records = [record for _, record in fleet_nodes(SMALL, SMALL_NS)]
+    figures = sorted(r["figures"]["detour_noise_pct"] for r in records)
+    noise = next(d for d in manifest["summaries"]["distribution"]
+                 if d["what"] == "detour_noise_pct")
+    assert (noise["ranks"], noise["min"], noise["p50"], noise["max"]) == (3, *figures)
+    assert noise["p50"] < noise["p90"] < noise["p99"] < noise["max"]
+    # the quiet node, the daemon's (~1 point in 50 ms) and the interrupt storm's (+1.5)
+    assert figures[0] < 0.5 < figures[1] < 1.5 < figures[2]
+
+
+def test_a_loaded_fleet_gives_back_the_rows_the_ranks_sent(written):
+    records = [record for _, record in fleet_nodes(SMALL, SMALL_NS)]
+    bundle = noisescope.load(written)  # the tables pass the footer checks
+    for probe in PROBES:
+        expected = [{**s, "rank": r["rank"], "node": r["node"]}
+                    for r in records for s in r["summaries"][probe]]
+        assert bundle.summaries[probe] == expected
+    ranks = bundle.summaries["ranks"]
+    assert [(r["rank"], r["node"], r["status"], r["cpus"]) for r in ranks] == \
+        [(r["rank"], r["node"], "ok", r["cpus"]) for r in records]
+    assert [{k: r[k] for k in rec["figures"]} for r, rec in zip(ranks, records, strict=True)] == \
+        [rec["figures"] for rec in records]
+    assert ranks[0]["reason"] is None and ranks[0]["offset_ns"] is None  # missing stays None
+    assert bundle.system == [{**f, "rank": r["rank"], "node": r["node"]}
+                             for r in records for f in r["system"]]
+    assert bundle.manifest["summaries"] is not bundle.summaries  # the manifest stays small
+
+
+def test_a_schema_2_fleet_reads_as_the_same_fleet_written_now(written):
+    old, new = noisescope.load(OLD_FLEET), noisescope.load(written)
+    assert json.loads((OLD_FLEET / "manifest.json").read_text())["schema_version"] == 2
+    assert old.manifest["schema_version"] == SCHEMA_VERSION  # upgraded in memory
+    for kind in ("ranks", *PROBES, "alignment", "differences"):
+        assert old.summaries[kind] == new.summaries[kind], kind
+    assert old.system == new.system and {f["rank"] for f in new.system} == {0, 1, 2}
+    assert shown(old)[2:] == shown(new)[2:]  # (the first lines: when and how)
+
+
+def shown(bundle) -> list[str]:
+    console = Console(file=io.StringIO(), width=200)
+    print_blocks(fleet_blocks(bundle), console)
+    return console.file.getvalue().splitlines()
+
+
+def test_a_fleet_of_schema_3_is_refused_by_a_reader_of_schema_2_with_one_line(written,
+                                                                               monkeypatch):
+    import noisescope.bundle
+
+    monkeypatch.setattr(noisescope.bundle, "SCHEMA_VERSION", 2)
+    with pytest.raises(UsageError, match="written by a newer noisescope .schema 3, this one "
+                                         "reads up to 2.") as error:
+        noisescope.load(written)
+    assert "\n" not in str(error.value)
