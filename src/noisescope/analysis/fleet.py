@@ -15,6 +15,8 @@ hide itself by raising the spread.
 from __future__ import annotations
 
 import functools
+import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +24,9 @@ from ..bundle import MANIFEST, Bundle, load
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
+
+if TYPE_CHECKING:
+    from .compare import Comparison, Row
 
 OUTLIER_RATIO = 2.0
 # Per figure: (summary of which probe, field, how nodes combine their CPUs, floor, title)
@@ -136,6 +141,28 @@ def standouts(values: dict[int, float], floor: float) -> list[tuple[int, float, 
     medians = others_medians(data)
     return [(r, float(v), float(m)) for r, v, m in zip(ranks, data, medians, strict=True)
             if np.isfinite(m) and v - m > floor and v >= OUTLIER_RATIO * m]
+
+
+def outlying_rows(comparison: Comparison, workload: str) -> list[tuple[Row, float]]:
+    """Of a comparison of a fleet's nodes against each other (compare --by-node: too
+    few CPUs per node for a significant change among thousands), the rows whose median
+    stands out above the other nodes' medians by the rule of `differences` (the
+    figure's floor, NODE_FIGURES), with the others' median; noisiest first."""
+    floors = {(probe, name): floor for probe, name, _, floor, _ in NODE_FIGURES}
+    out = []
+    for metric in comparison.metrics(workload):
+        if (workload, metric.name) not in floors:
+            continue
+        rows = [r for r in comparison.rows if r.workload == workload and r.metric == metric]
+        found = standouts({i: r.stats.median for i, r in enumerate(rows)},
+                          floors[(workload, metric.name)])
+        out += sorted(((rows[i], median) for i, _, median in found), key=_factor, reverse=True)
+    return out
+
+
+def _factor(found: tuple[Row, float]) -> float:
+    row, others = found
+    return row.stats.median / others if others > 0 else math.inf
 
 
 def _one_rank_per_node(records: list[dict]) -> list[dict]:

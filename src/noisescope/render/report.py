@@ -13,7 +13,6 @@ escaping, no TeX in figure text).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import os
 import tempfile
@@ -21,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..analysis.fleet import FleetBundle, counts, noisiest
@@ -32,9 +30,6 @@ from . import plots
 from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
 from .text import md_escape
-
-if TYPE_CHECKING:
-    from ..analysis.compare import Comparison
 
 
 @dataclass
@@ -190,7 +185,6 @@ OVERVIEW_TITLES = {"fleet": "Fleet: the ranks side by side",
 WHOLLY_IN_OVERVIEW = {"bsp", "prediction"}
 MAX_RANK_TABLES = plots.MAX_PANELS  # a fleet's tables per rank (spectrum, causes): the noisiest
 MAX_FLEET_ROWS = 40  # a fleet's per-CPU rows in one table: beyond, the noisiest CPUs
-MAX_NODE_ROWS = 40  # nodes compared node by node row by row; beyond, the significant ones
 
 
 def overview_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
@@ -296,7 +290,7 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
     """Per fleet whose ranks ran on two nodes or more: every node against the others
     (`noisescope compare FLEET --by-node`: each node a configuration, its CPUs the units)."""
     from ..analysis.compare import compare
-    from .compare import change_table, method_lines, stats_table
+    from .compare import comparison_blocks
 
     sections = []
     several = len(bundles) > 1
@@ -309,30 +303,12 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
             comparison = compare([bundle], by_node=True)
         except UsageError:  # no per-CPU figures to compare
             continue
-        blocks: list[str | TableBlock] = list(method_lines(comparison))
-        if len(comparison.configurations) > MAX_NODE_ROWS:
-            comparison, line = significant_only(comparison)
-            blocks.append(line)
-        for workload in comparison.workloads:
-            blocks += [rich_to_block(t) for t in (stats_table(comparison, workload),
-                                                   change_table(comparison, workload))
-                       if t is not None]
+        blocks: list[str | TableBlock] = [b if isinstance(b, str) else rich_to_block(b)
+                                          for b in comparison_blocks(comparison)]
         blocks += [f"warning: {w.message}" for w in comparison.warnings]
         sections.append(Section(f"nodes-{len(sections)}", "Node against node"
                                 + (f": {name}" if several else ""), blocks))
     return sections
-
-
-def significant_only(comparison: Comparison) -> tuple[Comparison, str]:
-    """Of a comparison of many nodes, the baseline's rows and the significant changes
-    (the nodes that differ), and a line saying what is left out."""
-    kept = [r for r in comparison.rows if r.is_baseline or (r.change and r.change.significant)]
-    nodes = {r.configuration for r in kept if not r.is_baseline}
-    line = (f"{len(comparison.configurations) - 1:,} nodes against {comparison.baseline}: only the "
-            f"significant changes are shown ({len(kept) - sum(r.is_baseline for r in kept):,} "
-            f"of {sum(not r.is_baseline for r in comparison.rows):,}, on {len(nodes):,} nodes); "
-            f"`noisescope compare --by-node --format csv` lists them all")
-    return dataclasses.replace(comparison, rows=kept), line
 
 
 SectionBuilder = Callable[[list[Bundle], list[str]], "Section | list[Section] | None"]
