@@ -512,9 +512,16 @@ def _schema_2(manifest: dict) -> None:
 def _schema_3(manifest: dict) -> None:
     """Schema 2 -> 3: a fleet keeps its rows per rank and per CPU and its ranks'
     findings in tables (summary_ranks, summary_PROBE, system_findings) and its
-    manifest the counts and the distribution over the ranks. A fleet of schema 2
+    manifest the counts and the distribution over the ranks; a fleet of schema 2
     keeps the rows in its manifest, where `Bundle.summaries` and `Bundle.system`
-    read them as they are; nothing else changed."""
+    read them as they are. A host fact that differs between nodes gives how many
+    nodes hold each value (`values`) and names the first of them (`nodes`; schema 2
+    named them all in `values`)."""
+    for difference in manifest["summaries"].get("differences", []):
+        if difference.get("kind") == "host":
+            difference["nodes"] = difference["values"]
+            difference["values"] = {value: len(names) for value, names in
+                                    difference["nodes"].items()}
 
 
 UPGRADES = {1: _schema_2, 2: _schema_3}  # schema N -> N + 1, applied in memory on load

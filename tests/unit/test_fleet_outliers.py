@@ -35,8 +35,10 @@ def test_the_planted_nodes_and_only_them_stand_out(planted_fleet):
     # the other kernel: one host difference, that node alone against all the others
     host = [d for d in found if d["kind"] == "host"]
     assert [d["what"] for d in host] == ["kernel_release"]
-    assert host[0]["values"][OTHER_KERNEL] == [node_name(planted.other_kernel)]
-    assert len(host[0]["values"]) == 2
+    assert host[0]["values"] == {"6.6.30-rt30": NODES - 1, OTHER_KERNEL: 1}
+    assert host[0]["nodes"][OTHER_KERNEL] == [node_name(planted.other_kernel)]
+    assert host[0]["nodes"]["6.6.30-rt30"] == [node_name(r) for r in range(NODES)
+                                               if r != planted.other_kernel][:5]
     # noise: the interrupt storms and the daemon (1.5 and 0.9 points over ~0.09 %); never
     # the kernel node, nor any of the others' natural variation (a 10 % spread of tick lengths)
     noise_flagged = set().union(*(ranks for (kind, _), ranks in flagged.items()

@@ -18,7 +18,7 @@ from noisescope.manifest import SCHEMA_VERSION
 from noisescope.render.fleet import fleet_blocks
 from noisescope.render.terminal import print_blocks
 
-from ..synthetic_fleet import PROBES, SMALL, SMALL_NS, fleet_nodes, small_fleet
+from ..synthetic_fleet import OTHER_KERNEL, PROBES, SMALL, SMALL_NS, fleet_nodes, small_fleet
 
 OLD_FLEET = Path(__file__).parents[1] / "fixtures" / "bundles" / "fleet-5728cd0"
 
@@ -61,6 +61,8 @@ def test_a_loaded_fleet_gives_back_the_rows_the_ranks_sent(written):
     assert [{k: r[k] for k in rec["figures"]} for r, rec in zip(ranks, records, strict=True)] == \
         [rec["figures"] for rec in records]
     assert ranks[0]["reason"] is None and ranks[0]["offset_ns"] is None  # missing stays None
+    assert [r["host_kernel_release"] for r in ranks] == \
+        [OTHER_KERNEL if r["rank"] == SMALL.other_kernel else "6.6.30-rt30" for r in records]
     assert bundle.system == [{**f, "rank": r["rank"], "node": r["node"]}
                              for r in records for f in r["system"]]
     assert bundle.manifest["summaries"] is not bundle.summaries  # the manifest stays small
@@ -70,8 +72,12 @@ def test_a_schema_2_fleet_reads_as_the_same_fleet_written_now(written):
     old, new = noisescope.load(OLD_FLEET), noisescope.load(written)
     assert json.loads((OLD_FLEET / "manifest.json").read_text())["schema_version"] == 2
     assert old.manifest["schema_version"] == SCHEMA_VERSION  # upgraded in memory
-    for kind in ("ranks", *PROBES, "alignment", "differences"):
+    for kind in (*PROBES, "alignment", "differences"):
         assert old.summaries[kind] == new.summaries[kind], kind
+    assert [{k: r[k] for k in o} for o, r in zip(old.summaries["ranks"], new.summaries["ranks"],
+                                                  strict=True)] == old.summaries["ranks"]
+    host = next(d for d in old.summaries["differences"] if d["kind"] == "host")
+    assert host["values"] == {"6.6.30-rt30": 2, OTHER_KERNEL: 1}  # counts since schema 3
     assert old.system == new.system and {f["rank"] for f in new.system} == {0, 1, 2}
     assert shown(old)[2:] == shown(new)[2:]  # (the first lines: when and how)
 

@@ -49,6 +49,7 @@ INTERRUPT_FLOOR_PER_S = 20.0
 HOST_KEYS = ("kernel_release", "kernel_cmdline", "cpu_model", "online_cpus", "smt_control",
              "isolated_cpus", "nohz_full_cpus", "clocksource", "preemption", "config_hz",
              "rt_runtime_us")
+NAMED_NODES = 5  # nodes named for each value of a host fact that differs
 # What the noisiest-node ranking uses, first one the fleet has.
 RANKING = (("detour", "noise_pct"), ("ftq", "noise_pct"), ("fwq", "noise_pct"),
            ("timerlat", "max_ns"))
@@ -197,14 +198,19 @@ def host_differences(records: list[dict]) -> list[dict]:
         if len(groups) > 1:
             ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
             text = "; ".join(f"{value!r} on {_nodes(names)}" for value, names in ordered)
-            out.append({"kind": "host", "what": key, "values": dict(ordered),
+            # How many nodes hold each value and the first of them (a fleet's every
+            # rank's facts are in its table summary_ranks, as host_KEY).
+            out.append({"kind": "host", "what": key,
+                        "values": {value: len(names) for value, names in ordered},
+                        "nodes": {value: names[:NAMED_NODES] for value, names in ordered},
                         "message": f"{key} differs: {text}"})
     return out
 
 
 def _nodes(names: list[str]) -> str:
-    shown = ", ".join(names[:5])
-    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = ", ".join(names[:NAMED_NODES])
+    more = len(names) - NAMED_NODES
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def noise_differences(records: list[dict]) -> list[dict]:

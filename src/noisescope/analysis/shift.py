@@ -142,7 +142,7 @@ def hodges_lehmann(values: np.ndarray, reference: np.ndarray, test: RankTest, le
     `level`; relative: of the logarithms, as % (all values must be positive)."""
     new, base = (np.log(values), np.log(reference)) if relative else (values, reference)
     ranks = _wanted_ranks(len(new) * len(base), test.critical_count(level))
-    return _shift(pairwise_order_statistics(base, new, ranks), relative)
+    return _shift(pairwise_order_statistics(base, new, ranks).tolist(), relative)
 
 
 def hodges_lehmann_many(groups: Sequence[np.ndarray], reference: np.ndarray,
@@ -165,7 +165,7 @@ def hodges_lehmann_many(groups: Sequence[np.ndarray], reference: np.ndarray,
         # each row: the differences new[j] - base[i], as pairwise_order_statistics orders them
         differences = (new[:, :, None] - base[None, None, :]).reshape(len(members), -1)
         found = np.partition(differences, picks, axis=1)[:, picks]
-        for i, row in zip(members, found, strict=True):
+        for i, row in zip(members, found.tolist(), strict=True):
             out[i] = _shift(row, rel)
     return out
 
@@ -177,8 +177,9 @@ def _wanted_ranks(total: int, critical: int) -> list[int]:
     return middle + ([critical + 1, total - critical] if critical >= 0 else [])
 
 
-def _shift(found: np.ndarray, relative: bool) -> Shift:
-    out = [float(found[:2].mean()), *(float(v) for v in found[2:])]
+def _shift(found: list[float], relative: bool) -> Shift:
+    """The Shift of the order statistics _wanted_ranks asked for."""
+    out = [(found[0] + found[1]) / 2, *found[2:]]
     if relative:
         out = [100 * math.expm1(v) for v in out]
     return Shift(out[0], *(out[1:] or [None, None]))

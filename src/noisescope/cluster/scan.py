@@ -209,7 +209,9 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
                      "node": record.get("node") or (outcome.hello or {}).get("node"),
                      "cpus": record.get("cpus") or (outcome.hello or {}).get("cpus") or [],
                      "bundle": record.get("bundle"), "complete": record.get("complete"),
-                     **record.get("figures", {})})
+                     **record.get("figures", {}),
+                     **{f"host_{key}": (record.get("host") or {}).get(key)
+                        for key in fleet.HOST_KEYS}})
     # The rows per rank and per CPU go into tables (summary_ranks, summary_detour, ...;
     # 10,000 ranks' are too many for JSON); the manifest keeps what is about the fleet.
     tables = {SUMMARY_TABLE + "ranks": Table.from_rows(rows)}
