@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator, MutableMapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class Bundle:
         self.path = path
         self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
         # rows read from tables on first use
-        self._summaries: dict[str, list[dict]] | None = None
+        self._summaries: _SummaryRows | None = None
         self._findings: list[dict] | None = None
 
     # -- manifest views -------------------------------------------------
@@ -84,17 +85,22 @@ class Bundle:
         return self.manifest["parameters"]
 
     @property
-    def summaries(self) -> dict[str, list[dict]]:
+    def summaries(self) -> MutableMapping[str, list[dict]]:
         """The manifest's summaries, and those kept in tables (`summary_KIND`: a fleet's
-        rows per rank and per CPU, too many for JSON); read once, on first use. Without
-        such tables this is the manifest's own dict."""
+        rows per rank and per CPU, too many for JSON), each read as rows when first
+        asked for. Without such tables this is the manifest's own dict."""
         kept = [n for n in self.table_names if n.startswith(SUMMARY_TABLE)]
         if not kept:
             return self.manifest["summaries"]
         if self._summaries is None:
-            self._summaries = {**self.manifest["summaries"],
-                               **{n[len(SUMMARY_TABLE):]: self.table(n).to_rows() for n in kept}}
+            self._summaries = _SummaryRows(self, [n[len(SUMMARY_TABLE):] for n in kept])
         return self._summaries
+
+    def summary_table(self, kind: str) -> Table:
+        """summaries[kind] as a Table: the bundle's table of it, or made of its rows."""
+        if self.has_table(SUMMARY_TABLE + kind):
+            return self.table(SUMMARY_TABLE + kind)
+        return Table.from_rows(self.manifest["summaries"].get(kind, []))
 
     @property
     def system(self) -> list[dict]:
@@ -316,6 +322,39 @@ class Bundle:
                 shutil.rmtree(partial, ignore_errors=True)
         self.path = destination
         return destination
+
+
+class _SummaryRows(MutableMapping):
+    """A bundle's summaries: the manifest's, then those of its summary tables (rows
+    made of a table when its kind is first asked for). What is set goes into the
+    manifest."""
+
+    def __init__(self, bundle: Bundle, kept: list[str]):
+        self._bundle = bundle
+        self._own = bundle.manifest["summaries"]
+        self._kept = [k for k in kept if k not in self._own]
+        self._read: dict[str, list[dict]] = {}
+
+    def __getitem__(self, kind: str) -> list[dict]:
+        if kind in self._own:
+            return self._own[kind]
+        if kind not in self._kept:
+            raise KeyError(kind)
+        if kind not in self._read:
+            self._read[kind] = self._bundle.table(SUMMARY_TABLE + kind).to_rows()
+        return self._read[kind]
+
+    def __setitem__(self, kind: str, rows: list[dict]) -> None:
+        self._own[kind] = rows
+
+    def __delitem__(self, kind: str) -> None:
+        del self._own[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._own, *(k for k in self._kept if k not in self._own)])
+
+    def __len__(self) -> int:
+        return len(self._own) + sum(k not in self._own for k in self._kept)
 
 
 def _entry(name: str, table: Table | StoredTable | ParkedTable) -> dict:
