@@ -218,14 +218,21 @@ class Comparison:
         return list(dict.fromkeys(r.workload for r in self.rows))
 
     def metrics(self, workload: str | None = None) -> list[MetricInfo]:
-        return list(dict.fromkeys(r.metric for r in self.rows
-                                  if workload is None or r.workload == workload))
+        return list(dict.fromkeys(rows[0].metric for (w, _), rows in self._by_metric.items()
+                                  if workload is None or w == workload))
 
     def row(self, workload: str, metric: str, configuration: str) -> Row | None:
         return self._index.get((workload, metric, configuration))
 
+    def rows_of(self, workload: str, metric: str) -> list[Row]:
+        """The rows of one workload and metric (one per configuration)."""
+        return self._by_metric.get((workload, metric), [])
+
     def __post_init__(self) -> None:
         self._index = {(r.workload, r.metric.name, r.configuration): r for r in self.rows}
+        self._by_metric: dict[tuple[str, str], list[Row]] = {}
+        for r in self.rows:
+            self._by_metric.setdefault((r.workload, r.metric.name), []).append(r)
 
     def to_dict(self) -> dict:
         return {"baseline": self.baseline, "configurations": self.configurations,

@@ -154,7 +154,7 @@ def outlying_rows(comparison: Comparison, workload: str) -> list[tuple[Row, floa
     for metric in comparison.metrics(workload):
         if (workload, metric.name) not in floors:
             continue
-        rows = [r for r in comparison.rows if r.workload == workload and r.metric == metric]
+        rows = comparison.rows_of(workload, metric.name)
         found = standouts({i: r.stats.median for i, r in enumerate(rows)},
                           floors[(workload, metric.name)])
         out += sorted(((rows[i], median) for i, _, median in found), key=_factor, reverse=True)

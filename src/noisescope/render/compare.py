@@ -212,7 +212,7 @@ def distribution_table(comparison: Comparison, workload: str) -> RichTable:
     for name in ("metric", "n", *(name for name, _ in DISTRIBUTION), "significant changes"):
         table.add_column(name, justify="left" if name == "metric" else "right")
     for metric in comparison.metrics(workload):
-        rows = [r for r in comparison.rows if r.workload == workload and r.metric == metric]
+        rows = comparison.rows_of(workload, metric.name)
         points = np.percentile([r.stats.median for r in rows], [q for _, q in DISTRIBUTION])
         changed = sum(1 for r in rows if r.change and r.change.significant)
         table.add_row(metric.title, f"{len(rows):,}",
