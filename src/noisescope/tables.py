@@ -70,7 +70,8 @@ class Table(Mapping[str, np.ndarray]):
     def from_rows(cls, rows: list[dict]) -> Table:
         """A column per key of `rows` (dicts of scalars: summary rows). A numeric column
         with a value missing (None, or a key a row lacks) holds NaN there; other columns
-        hold the values themselves (objects). `to_rows` gives the rows back."""
+        hold the values themselves (objects: text, flags, lists, dicts; the dicts of one
+        column come back with every key any of them has). `to_rows` gives the rows back."""
         columns = {}
         for name in dict.fromkeys(k for row in rows for k in row):
             values = [row.get(name) for row in rows]
@@ -229,7 +230,9 @@ def _arrow_column(values: np.ndarray):
 
     if values.dtype != object:
         return pa.array(values)
-    if any(isinstance(v, list) for v in values):  # lists of numbers (a fleet rank's CPUs)
+    if any(isinstance(v, (list, dict)) for v in values):
+        # nested values of summary rows (a fleet rank's CPUs, a CPU's injections found):
+        # Arrow lists and structs
         return pa.array(list(values))
     return dictionary_array(*dictionary_codes(values))
 
@@ -255,7 +258,7 @@ def _numpy_column(column) -> np.ndarray:
     one shared str object per distinct value (not one per row)."""
     import pyarrow as pa
 
-    if pa.types.is_list(column.type):
+    if pa.types.is_list(column.type) or pa.types.is_struct(column.type):
         return objects(column.to_pylist())
     if not pa.types.is_dictionary(column.type):
         return column.to_numpy()

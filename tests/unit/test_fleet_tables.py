@@ -15,6 +15,7 @@ import noisescope
 from noisescope.bundle import FINDINGS_TABLE, SUMMARY_TABLE
 from noisescope.errors import UsageError
 from noisescope.manifest import SCHEMA_VERSION
+from noisescope.tables import Table
 from noisescope.render.fleet import fleet_blocks
 from noisescope.render.terminal import print_blocks
 
@@ -97,3 +98,17 @@ def test_a_fleet_of_schema_3_is_refused_by_a_reader_of_schema_2_with_one_line(wr
                                          "reads up to 2.") as error:
         noisescope.load(written)
     assert "\n" not in str(error.value)
+
+
+def test_summary_rows_of_every_shape_come_back_from_a_bundle_table(tmp_path):
+    """What per-CPU summaries hold: integers, floats, missing values, text, flags, lists
+    and nested dicts (the injections a scan's detours found)."""
+    found = {"injected": 500, "found": 498, "found_pct": 99.6, "injected_mean_ns": 200_000}
+    rows = [{"rank": 0, "node": "a", "cpu": 2, "detours": 10, "noise_pct": 0.25, "p50_ns": None,
+             "percentiles_from": "trace", "rt": True, "cpus": [2, 3], "injections": found},
+            {"rank": 1, "node": None, "cpu": 3, "detours": 0, "noise_pct": None, "p50_ns": 7.5,
+             "percentiles_from": None, "rt": None, "cpus": [], "injections": None}]
+    manifest = small_fleet().manifest | {"summaries": {}, "tables": {}}
+    noisescope.Bundle(manifest, {SUMMARY_TABLE + "detour": Table.from_rows(rows)}).write(
+        tmp_path / "b")
+    assert noisescope.load(tmp_path / "b").summaries["detour"] == rows
