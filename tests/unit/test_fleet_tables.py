@@ -15,9 +15,9 @@ import noisescope
 from noisescope.bundle import FINDINGS_TABLE, SUMMARY_TABLE
 from noisescope.errors import UsageError
 from noisescope.manifest import SCHEMA_VERSION
-from noisescope.tables import Table
 from noisescope.render.fleet import fleet_blocks
 from noisescope.render.terminal import print_blocks
+from noisescope.tables import Table
 
 from ..synthetic_fleet import OTHER_KERNEL, PROBES, SMALL, SMALL_NS, fleet_nodes, small_fleet
 
