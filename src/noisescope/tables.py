@@ -75,12 +75,18 @@ class Table(Mapping[str, np.ndarray]):
         columns = {}
         for name in dict.fromkeys(k for row in rows for k in row):
             values = [row.get(name) for row in rows]
-            numbers = [v for v in values if v is not None]
-            if numbers and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                               for v in numbers):
-                exact = len(numbers) == len(values) and all(isinstance(v, int) for v in numbers)
-                columns[name] = np.array([np.nan if v is None else v for v in values],
-                                         np.int64 if exact else np.float64)
+            # By the values' types (a few), not value by value: 120,000 rows of a fleet.
+            types = set(map(type, values))
+            found = types - {type(None)}
+            if found and all(issubclass(t, (int, float, np.integer, np.floating))
+                             and not issubclass(t, (bool, np.bool_)) for t in found):
+                if found == types and all(issubclass(t, (int, np.integer)) for t in found):
+                    columns[name] = np.array(values, np.int64)
+                elif found == types:
+                    columns[name] = np.array(values, np.float64)
+                else:
+                    columns[name] = np.array([np.nan if v is None else v for v in values],
+                                             np.float64)
             else:
                 columns[name] = objects(values)
         return cls(columns)
