@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -25,11 +26,13 @@ from noisescope.analysis import fleet
 from noisescope.analysis.spectrum import lost_time_series
 from noisescope.bundle import Bundle
 from noisescope.cluster.mpi import RankPlacement
-from noisescope.cluster.scan import rank_directory
+from noisescope.cluster.scan import fleet_bundle, rank_directory
+from noisescope.cluster.session import RankOutcome
 from noisescope.diagnostics import Code, Diagnostic
 from noisescope.host import read_host_facts
 from noisescope.manifest import new_manifest
 from noisescope.probes.summary import detour_summary, ftq_summary, fwq_summary
+from noisescope.scan import ScanOptions
 from noisescope.system import check_system
 from noisescope.tables import Table
 
@@ -182,6 +185,20 @@ def node(rank: int, planted: Planted, facts: dict, findings: list[dict],
     return bundle, record
 
 
+def fleet_of(planted: Planted, records: list[dict], measured_ns: int,
+             label: str = "synthetic fleet") -> Bundle:
+    """The fleet bundle (in memory) rank 0 of `cluster scan` makes of these records."""
+    outcomes = {r["rank"]: RankOutcome(r["rank"], "ok", hello={"node": r["node"],
+                                                               "cpus": r["cpus"]}, record=r)
+                for r in records}
+    session = SimpleNamespace(outcomes=outcomes, interrupted=False, start_ns=0,
+                              world=SimpleNamespace(size=planted.nodes))
+    options = ScanOptions(cpus=CPUS, duration_ns=measured_ns, probes=PROBES, label=label)
+    return fleet_bundle(options, session, started="2026-01-01T00:00:00.000000Z",
+                        argv=["noisescope", "cluster", "scan"], timeout_ns=60 * SECOND,
+                        inject_ranks=None)
+
+
 def fleet_nodes(planted: Planted, total_ns: int = SECOND,
                 ranks: range | None = None) -> Iterator[tuple[Bundle, dict]]:
     """Each node's (bundle, record), rank by rank (one node's tables in memory at a time):
@@ -191,3 +208,13 @@ def fleet_nodes(planted: Planted, total_ns: int = SECOND,
     host = facts.to_dict()
     for rank in ranks if ranks is not None else range(planted.nodes):
         yield node(rank, planted, host, findings, total_ns)
+
+
+SMALL = Planted.spread(3, noisy=1)  # tests/fixtures/bundles/fleet-*: a node of each kind
+SMALL_NS = 50_000_000
+
+
+def small_fleet() -> Bundle:
+    """The fleet bundle (in memory) of SMALL's nodes, 50 ms per probe."""
+    return fleet_of(SMALL, [record for _, record in fleet_nodes(SMALL, SMALL_NS)], SMALL_NS,
+                    label="small fleet")

@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator, MutableMapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from .tables import ParkedTable, StoredTable, Table
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
 MANIFEST = "manifest.json"
+SUMMARY_TABLE = "summary_"  # summary_KIND: the rows of summaries[KIND] as a table
+FINDINGS_TABLE = "system_findings"  # the manifest's `system`, as a table
 PARKED = ".parked"  # tables out of memory while a bundle is written (write(release_tables=True))
 
 
@@ -50,6 +53,9 @@ class Bundle:
         self.manifest = manifest
         self.path = path
         self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
+        # rows read from tables on first use
+        self._summaries: _SummaryRows | None = None
+        self._findings: list[dict] | None = None
 
     # -- manifest views -------------------------------------------------
     @property
@@ -79,8 +85,32 @@ class Bundle:
         return self.manifest["parameters"]
 
     @property
-    def summaries(self) -> dict[str, list[dict]]:
-        return self.manifest["summaries"]
+    def summaries(self) -> MutableMapping[str, list[dict]]:
+        """The manifest's summaries, and those kept in tables (`summary_KIND`: a fleet's
+        rows per rank and per CPU, too many for JSON), each read as rows when first
+        asked for. Without such tables this is the manifest's own dict."""
+        kept = [n for n in self.table_names if n.startswith(SUMMARY_TABLE)]
+        if not kept:
+            return self.manifest["summaries"]
+        if self._summaries is None:
+            self._summaries = _SummaryRows(self, [n[len(SUMMARY_TABLE):] for n in kept])
+        return self._summaries
+
+    def summary_table(self, kind: str) -> Table:
+        """summaries[kind] as a Table: the bundle's table of it, or made of its rows."""
+        if self.has_table(SUMMARY_TABLE + kind):
+            return self.table(SUMMARY_TABLE + kind)
+        return Table.from_rows(self.manifest["summaries"].get(kind, []))
+
+    @property
+    def system(self) -> list[dict]:
+        """The findings of `noisescope system show` when measured (a fleet's: every rank's,
+        kept in the table `system_findings`)."""
+        if not self.has_table(FINDINGS_TABLE):
+            return self.manifest.get("system", [])
+        if self._findings is None:
+            self._findings = self.table(FINDINGS_TABLE).to_rows()
+        return self._findings
 
     @property
     def warnings(self) -> list[Diagnostic]:
@@ -294,6 +324,39 @@ class Bundle:
         return destination
 
 
+class _SummaryRows(MutableMapping):
+    """A bundle's summaries: the manifest's, then those of its summary tables (rows
+    made of a table when its kind is first asked for). What is set goes into the
+    manifest."""
+
+    def __init__(self, bundle: Bundle, kept: list[str]):
+        self._bundle = bundle
+        self._own = bundle.manifest["summaries"]
+        self._kept = [k for k in kept if k not in self._own]
+        self._read: dict[str, list[dict]] = {}
+
+    def __getitem__(self, kind: str) -> list[dict]:
+        if kind in self._own:
+            return self._own[kind]
+        if kind not in self._kept:
+            raise KeyError(kind)
+        if kind not in self._read:
+            self._read[kind] = self._bundle.table(SUMMARY_TABLE + kind).to_rows()
+        return self._read[kind]
+
+    def __setitem__(self, kind: str, rows: list[dict]) -> None:
+        self._own[kind] = rows
+
+    def __delitem__(self, kind: str) -> None:
+        del self._own[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._own, *(k for k in self._kept if k not in self._own)])
+
+    def __len__(self) -> int:
+        return len(self._own) + sum(k not in self._own for k in self._kept)
+
+
 def _entry(name: str, table: Table | StoredTable | ParkedTable) -> dict:
     return {"file": f"{name}.parquet", "rows": table.rows, "columns": table.columns}
 
@@ -485,7 +548,22 @@ def _schema_2(manifest: dict) -> None:
         manifest["parameters"]["hourglass_ns"] = round(cut * 1e9 / ticks_per_second)
 
 
-UPGRADES = {1: _schema_2}  # schema N -> N + 1, applied in memory on load
+def _schema_3(manifest: dict) -> None:
+    """Schema 2 -> 3: a fleet keeps its rows per rank and per CPU and its ranks'
+    findings in tables (summary_ranks, summary_PROBE, system_findings) and its
+    manifest the counts and the distribution over the ranks; a fleet of schema 2
+    keeps the rows in its manifest, where `Bundle.summaries` and `Bundle.system`
+    read them as they are. A host fact that differs between nodes gives how many
+    nodes hold each value (`values`) and names the first of them (`nodes`; schema 2
+    named them all in `values`)."""
+    for difference in manifest["summaries"].get("differences", []):
+        if difference.get("kind") == "host":
+            difference["nodes"] = difference["values"]
+            difference["values"] = {value: len(names) for value, names in
+                                    difference["nodes"].items()}
+
+
+UPGRADES = {1: _schema_2, 2: _schema_3}  # schema N -> N + 1, applied in memory on load
 
 
 def upgrade(manifest: dict) -> None:

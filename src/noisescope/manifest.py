@@ -23,7 +23,7 @@ else:
 
 from . import __version__
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Tool(TypedDict):

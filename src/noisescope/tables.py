@@ -66,6 +66,42 @@ class Table(Mapping[str, np.ndarray]):
         names = tables[0].columns
         return cls({name: np.concatenate([t[name] for t in tables]) for name in names})
 
+    @classmethod
+    def from_rows(cls, rows: list[dict]) -> Table:
+        """A column per key of `rows` (dicts of scalars: summary rows). A numeric column
+        with a value missing (None, or a key a row lacks) holds NaN there; other columns
+        hold the values themselves (objects: text, flags, lists, dicts; the dicts of one
+        column come back with every key any of them has). `to_rows` gives the rows back."""
+        columns = {}
+        for name in dict.fromkeys(k for row in rows for k in row):
+            values = [row.get(name) for row in rows]
+            # By the values' types (a few), not value by value: 120,000 rows of a fleet.
+            types = set(map(type, values))
+            found = types - {type(None)}
+            if found and all(issubclass(t, (int, float, np.integer, np.floating))
+                             and not issubclass(t, (bool, np.bool_)) for t in found):
+                if found == types and all(issubclass(t, (int, np.integer)) for t in found):
+                    columns[name] = np.array(values, np.int64)
+                elif found == types:
+                    columns[name] = np.array(values, np.float64)
+                else:
+                    columns[name] = np.array([np.nan if v is None else v for v in values],
+                                             np.float64)
+            else:
+                columns[name] = objects(values)
+        return cls(columns)
+
+    def to_rows(self) -> list[dict]:
+        """One dict of Python scalars per row; NaN as None (as JSON keeps a missing value)."""
+        lists = []
+        for values in self._columns.values():
+            plain = values.tolist()
+            if values.dtype.kind == "f":
+                plain = [None if v != v else v for v in plain]
+            lists.append(plain)
+        names = list(self._columns)
+        return [dict(zip(names, row, strict=True)) for row in zip(*lists, strict=True)]
+
     def to_arrow(self):
         import pyarrow as pa
 
@@ -86,6 +122,14 @@ def repeated(value: object, count: int) -> np.ndarray:
     (np.full would make a separate copy of a string for every row)."""
     column = np.empty(count, dtype=object)
     column[:] = value
+    return column
+
+
+def objects(values: list) -> np.ndarray:
+    """An object column of `values` as they are (lists stay lists, one per row)."""
+    column = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        column[i] = value
     return column
 
 
@@ -192,15 +236,27 @@ def _arrow_column(values: np.ndarray):
 
     if values.dtype != object:
         return pa.array(values)
+    if any(isinstance(v, (list, dict)) for v in values):
+        # nested values of summary rows (a fleet rank's CPUs, a CPU's injections found):
+        # Arrow lists and structs
+        return pa.array(list(values))
     return dictionary_array(*dictionary_codes(values))
 
 
 def dictionary_array(codes: np.ndarray, distinct: list):
-    """An Arrow dictionary array (strings when they all are) from codes and values."""
+    """An Arrow dictionary array (strings when they all are) from codes and values;
+    None as a null (Parquet takes no null inside the dictionary)."""
     import pyarrow as pa
 
+    missing = None
+    if None in distinct:
+        gone = distinct.index(None)
+        missing = codes == gone
+        codes = np.where(codes > gone, codes - 1, codes)
+        distinct = distinct[:gone] + distinct[gone + 1:]
     kind = pa.string() if all(isinstance(v, str) for v in distinct) else None
-    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(distinct, type=kind))
+    return pa.DictionaryArray.from_arrays(pa.array(codes, mask=missing),
+                                          pa.array(distinct, type=kind))
 
 
 def _numpy_column(column) -> np.ndarray:
@@ -208,8 +264,11 @@ def _numpy_column(column) -> np.ndarray:
     one shared str object per distinct value (not one per row)."""
     import pyarrow as pa
 
+    if pa.types.is_list(column.type) or pa.types.is_struct(column.type):
+        return objects(column.to_pylist())
     if not pa.types.is_dictionary(column.type):
         return column.to_numpy()
-    parts = [np.asarray(chunk.dictionary.to_pylist(), dtype=object)[chunk.indices.to_numpy(
+    # a null index (a missing value) picks the None put after the distinct values
+    parts = [objects([*chunk.dictionary.to_pylist(), None])[chunk.indices.fill_null(-1).to_numpy(
         zero_copy_only=False)] for chunk in column.chunks]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=object)

@@ -63,6 +63,13 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "timerlat_irq_histogram": _HISTOGRAM,
     "trace_coverage": {"cpu": INT, "start_ns": INT, "end_ns": INT, "lost_events": INT,
                        "probe": STR},
+    # a fleet's rows (bundle.SUMMARY_TABLE, FINDINGS_TABLE)
+    "summary_ranks": {"rank": INT, "node": STR, "status": STR, "reason": STR + "?",
+                      "bundle": STR + "?"},
+    **{f"summary_{probe}": {"rank": INT, "node": STR, "cpu": INT} for probe in
+       ("detour", "ftq", "fwq", "timerlat")},
+    "system_findings": {"rank": INT, "node": STR, "check": STR, "state": STR, "message": STR,
+                        "advice": STR + "?"},
     "windows": {"cpu": INT, "probe": STR, "start_ns": INT, "end_ns": INT, "rank": INT + "?",
                 "window": INT + "?"},
 }

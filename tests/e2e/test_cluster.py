@@ -275,5 +275,10 @@ def test_fleet_manifest_is_json_with_documented_sections(tmp_path):
     assert mpirun("cluster", "scan", "--duration", "1s", "--probes", "ftq", "--no-report", "-o", str(out),
                   "-q").returncode == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert {"ranks", "ftq", "alignment", "differences"} <= set(manifest["summaries"])
+    assert set(manifest["summaries"]) == {"fleet", "distribution", "alignment", "differences"}
+    assert manifest["summaries"]["fleet"] == [{"ranks": 2, "measured": 2, "nodes": 1}]
     assert manifest["parameters"]["ranks"] == 2 and manifest["tables"]["windows"]["rows"] >= 2
+    # the rows per rank and per CPU, and the ranks' findings, are tables
+    tables = manifest["tables"]
+    assert (tables["summary_ranks"]["rows"], tables["summary_ftq"]["rows"]) == (2, 2)
+    assert tables["system_findings"]["rows"] > 0 and "system" not in manifest

@@ -310,3 +310,17 @@ def test_sibling_shares_change_in_percentage_points():
     assert 35 < change.change < 45 and change.verdict == "higher"
     assert wall_change(result, "pair").change_unit == "%"
     assert " pp*)" in markdown(result)  # the paper table's cell: mean ± sd (+40.1 pp*)
+
+
+def test_group_statistics_of_many_groups_are_each_group_s_own():
+    from noisescope.analysis.compare import P99_MIN_RUNS, GroupStats
+
+    rng = np.random.default_rng(5)
+    groups = [rng.lognormal(0, 1, n) for n in (1, 4, 4, 2, P99_MIN_RUNS, 4, 1)]
+    for values, stats in zip(groups, GroupStats.of_groups(groups), strict=True):
+        assert stats.n == len(values)
+        assert (stats.mean, stats.median, stats.min, stats.max) == pytest.approx(
+            (values.mean(), np.median(values), values.min(), values.max()))
+        assert stats.std == (pytest.approx(values.std(ddof=1)) if len(values) > 1 else None)
+        assert stats.p99 == (pytest.approx(np.percentile(values, 99))
+                             if len(values) >= P99_MIN_RUNS else None)

@@ -79,7 +79,8 @@ def test_differences_name_the_node_with_a_daemon_and_a_different_kernel():
     found = fleet.differences(records)
     host = [d for d in found if d["kind"] == "host"]
     assert [d["what"] for d in host] == ["kernel_release"]
-    assert host[0]["values"] == {"6.18": ["n0", "n1", "n2", "n3"], "6.1": ["n4"]}
+    assert host[0]["values"] == {"6.18": 4, "6.1": 1}
+    assert host[0]["nodes"] == {"6.18": ["n0", "n1", "n2", "n3"], "6.1": ["n4"]}
     noisy = {(d["kind"], d["what"]) for d in found if d.get("rank") == 3}
     assert noisy == {("noise", "detour_noise_pct"), ("detours", "100us-1ms"),
                      ("interrupts", "45 eth0-rx-3")}

@@ -100,3 +100,28 @@ def test_no_interval_where_no_count_reaches_the_level():
     assert change.low is None and change.high is None and change.estimate == pytest.approx(1.0)
     assert not change.excludes_zero()
     assert hodges_lehmann(new, base, test, 0.85, relative=False).excludes_zero()
+
+
+def test_many_groups_at_once_give_each_group_s_own_tests_and_changes(monkeypatch):
+    """rank_tests and hodges_lehmann_many, vectorised over groups of one size (a fleet
+    compared node by node), give what each group gets alone: groups of several sizes,
+    with ties and without, relative and not, and some too large to materialise."""
+    monkeypatch.setattr(shift, "MATERIALISED_MAX", 300)
+    rng = np.random.default_rng(11)
+    base = np.sort(rng.lognormal(0, 0.2, 12))
+    groups = []
+    for i in range(120):
+        values = rng.lognormal(rng.choice([0, 0.3]), 0.2, rng.choice([2, 4, 4, 30]))
+        if i % 5 == 0:  # ties: within the group and with the baseline
+            values = np.concatenate([values[:-1], base[:1]])
+            values[0] = values[-1]
+        groups.append(np.sort(values))
+    relative = [i % 3 != 0 for i in range(len(groups))]
+    tests = shift.rank_tests(groups, base)
+    alone = [rank_test(g, base) for g in groups]
+    assert tests == alone
+    assert sum(not t.exact for t in tests) > 20 and sum(t.exact for t in tests) > 20
+    many = shift.hodges_lehmann_many(groups, base, tests, 0.97, relative)
+    assert many == [hodges_lehmann(g, base, t, 0.97, r)
+                    for g, t, r in zip(groups, tests, relative, strict=True)]
+    assert sum(s.low is None for s in many) > 0 and sum(s.excludes_zero() for s in many) > 5

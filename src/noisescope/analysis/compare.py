@@ -38,7 +38,7 @@ from ..bundle import Bundle
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError, option
 from ..manifest import SCHEMA_VERSION
-from .shift import RankTest, Shift, hodges_lehmann, rank_tests
+from .shift import RankTest, Shift, by_size, hodges_lehmann_many, rank_tests
 
 ALPHA = 0.05
 P99_MIN_RUNS = 100
@@ -118,10 +118,25 @@ class GroupStats:
 
     @classmethod
     def of(cls, values: np.ndarray) -> GroupStats:
-        n = len(values)
-        return cls(n, float(values.mean()), float(values.std(ddof=1)) if n > 1 else None,
-                   float(np.median(values)), float(values.min()), float(values.max()),
-                   float(np.percentile(values, 99)) if n >= P99_MIN_RUNS else None)
+        return cls.of_groups([values])[0]
+
+    @classmethod
+    def of_groups(cls, groups: Sequence[np.ndarray]) -> list[GroupStats]:
+        """Each group's statistics; the groups of one size in one vectorised pass (a
+        fleet compared node by node has tens of thousands of groups of a few CPUs)."""
+        out: list[GroupStats | None] = [None] * len(groups)
+        for n, members in by_size(groups).items():
+            v = np.stack([groups[i] for i in members])
+            none = [None] * len(members)
+            columns = zip(v.mean(axis=1).tolist(),
+                          v.std(axis=1, ddof=1).tolist() if n > 1 else none,
+                          np.median(v, axis=1).tolist(), v.min(axis=1).tolist(),
+                          v.max(axis=1).tolist(),
+                          np.percentile(v, 99, axis=1).tolist() if n >= P99_MIN_RUNS else none,
+                          strict=True)
+            for i, stats in zip(members, columns, strict=True):
+                out[i] = cls(n, *stats)
+        return out
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -203,14 +218,21 @@ class Comparison:
         return list(dict.fromkeys(r.workload for r in self.rows))
 
     def metrics(self, workload: str | None = None) -> list[MetricInfo]:
-        return list(dict.fromkeys(r.metric for r in self.rows
-                                  if workload is None or r.workload == workload))
+        return list(dict.fromkeys(rows[0].metric for (w, _), rows in self._by_metric.items()
+                                  if workload is None or w == workload))
 
     def row(self, workload: str, metric: str, configuration: str) -> Row | None:
         return self._index.get((workload, metric, configuration))
 
+    def rows_of(self, workload: str, metric: str) -> list[Row]:
+        """The rows of one workload and metric (one per configuration)."""
+        return self._by_metric.get((workload, metric), [])
+
     def __post_init__(self) -> None:
         self._index = {(r.workload, r.metric.name, r.configuration): r for r in self.rows}
+        self._by_metric: dict[tuple[str, str], list[Row]] = {}
+        for r in self.rows:
+            self._by_metric.setdefault((r.workload, r.metric.name), []).append(r)
 
     def to_dict(self) -> dict:
         return {"baseline": self.baseline, "configurations": self.configurations,
@@ -375,17 +397,20 @@ def _fleet_observations(bundle: Bundle, selection: MetricSelection, obs: _Observ
     per node and CPU; by_node: every node is a configuration of its own ("fleet/node"),
     its CPUs the units, so that nodes compare against each other."""
     config = configuration_name(bundle)
-    for probe, rows in bundle.summaries.items():
-        rows = [r for r in rows if isinstance(r, dict) and "node" in r and "cpu" in r]
-        if not rows:
+    for probe in bundle.summaries:
+        # By columns: a fleet of 10,000 nodes has 40,000 rows per probe.
+        table = bundle.summary_table(probe)
+        if not table.rows or "node" not in table or "cpu" not in table:
             continue
-        names = [k for k, v in rows[0].items() if _is_number(v) and k not in ("cpu", "rank")]
+        names = [k for k in table.columns
+                 if table[k].dtype.kind in "iuf" and k not in ("cpu", "rank")]
+        row_nodes, row_cpus = [str(n) for n in table["node"].tolist()], table["cpu"].tolist()
         for name in [k for k in names if selection.wants_summary_field(probe, k)]:
             metric = summary_metric(name)
             per: dict[str, dict[int, float]] = {}
-            for r in rows:
-                if _is_number(r.get(name)):
-                    per.setdefault(str(r["node"]), {})[r["cpu"]] = float(r[name])
+            for node, cpu, value in zip(row_nodes, row_cpus, table[name].tolist(), strict=True):
+                if math.isfinite(value):
+                    per.setdefault(node, {})[cpu] = float(value)
             for node, cpus in per.items():
                 values = np.array(list(cpus.values()))
                 if by_node:
@@ -487,15 +512,22 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
     q_values = {key: float(q) for key, q in zip(tested, adjusted, strict=True)}
     level = interval_level(alpha, sum(q < alpha for q in q_values.values()), len(tested))
 
+    shifts: dict[tuple[str, str, str], Shift] = {}
+    relative: dict[tuple[str, str, str], bool] = {}
+    for base_key, keys in against.items():
+        reference = groups[base_key]
+        relative.update((k, not obs.metrics[k[1]].difference and groups[k][0] > 0
+                         and reference[0] > 0) for k in keys)
+        shifts.update(zip(keys, hodges_lehmann_many([groups[k] for k in keys], reference,
+                                                    [tests[k] for k in keys], level,
+                                                    [relative[k] for k in keys]), strict=True))
     changes = {}
     for key, test in tests.items():
         metric = obs.metrics[key[1]]
         if test is None:
             changes[key] = Change(None, None, None, None, None, False, "too few runs")
             continue
-        values, reference = groups[key], groups[(key[0], key[1], base)]
-        relative = not metric.difference and values[0] > 0 and reference[0] > 0
-        shift = hodges_lehmann(values, reference, test, level, relative)
+        shift = shifts[key]
         q = q_values.get(key)
         # The interval is the test inverted: it excludes 0 where q < alpha; requiring
         # both keeps the story one where ties blur that edge.
@@ -503,17 +535,16 @@ def compare(bundles: Sequence[Bundle], *, baseline: str | None = None,
         p = test.p_value if q is not None else None
         changes[key] = Change(shift.estimate, shift.low, shift.high, p, q,
                               significant, _verdict(shift, significant, metric.better),
-                              "%" if relative else "pp" if metric.unit == "%" else metric.unit)
+                              "%" if relative[key] else "pp" if metric.unit == "%" else metric.unit)
 
-    rows = []
+    keys = []
     for workload in dict.fromkeys(w for w, _, _ in groups):
         for metric in dict.fromkeys(m for w, m, _ in groups if w == workload):
-            for config in obs.configurations:
-                key = (workload, metric, config)
-                if key in groups:
-                    rows.append(Row(workload, obs.metrics[metric], config,
-                                    GroupStats.of(groups[key]), changes.get(key),
-                                    groups[key]))
+            keys += [key for config in obs.configurations
+                     if (key := (workload, metric, config)) in groups]
+    stats = GroupStats.of_groups([groups[key] for key in keys])
+    rows = [Row(key[0], obs.metrics[key[1]], key[2], group, changes.get(key), groups[key])
+            for key, group in zip(keys, stats, strict=True)]
     return Comparison(base, obs.configurations, rows, [_source(b) for b in bundles], notes,
                       alpha, level)
 

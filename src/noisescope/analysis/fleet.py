@@ -15,6 +15,8 @@ hide itself by raising the spread.
 from __future__ import annotations
 
 import functools
+import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +24,9 @@ from ..bundle import MANIFEST, Bundle, load
 from ..errors import UsageError
 from ..tables import Table
 from ..units import format_duration
+
+if TYPE_CHECKING:
+    from .compare import Comparison, Row
 
 OUTLIER_RATIO = 2.0
 # Per figure: (summary of which probe, field, how nodes combine their CPUs, floor, title)
@@ -44,6 +49,7 @@ INTERRUPT_FLOOR_PER_S = 20.0
 HOST_KEYS = ("kernel_release", "kernel_cmdline", "cpu_model", "online_cpus", "smt_control",
              "isolated_cpus", "nohz_full_cpus", "clocksource", "preemption", "config_hz",
              "rt_runtime_us")
+NAMED_NODES = 5  # nodes named for each value of a host fact that differs
 # What the noisiest-node ranking uses, first one the fleet has.
 RANKING = (("detour", "noise_pct"), ("ftq", "noise_pct"), ("fwq", "noise_pct"),
            ("timerlat", "max_ns"))
@@ -84,6 +90,30 @@ def noisiest(rows: list[dict], key: str, count: int | None = None) -> list[dict]
     return sorted(have, key=lambda r: -r[key])[:count]
 
 
+def counts(rows: list[dict]) -> dict[str, int]:
+    """How many ranks a fleet (or bsp) has, how many measured, on how many nodes."""
+    return {"ranks": len(rows), "measured": sum(r.get("status", "ok") == "ok" for r in rows),
+            "nodes": len({r["node"] for r in rows if r.get("node")})}
+
+
+DISTRIBUTION_POINTS = ("min", "p50", "p90", "p99", "max")
+
+
+def distribution(rows: list[dict]) -> list[dict]:
+    """Each rank figure (NODE_FIGURES) over the measured ranks that have it: how many,
+    and its min, median, p90, p99 and max."""
+    measured = [r for r in rows if r.get("status") == "ok"]
+    out = []
+    for probe, name, _, _, _ in NODE_FIGURES:
+        key = f"{probe}_{name}"
+        values = np.array([r[key] for r in measured if r.get(key) is not None], np.float64)
+        if len(values):
+            points = np.percentile(values, [0, 50, 90, 99, 100])
+            out.append({"what": key, "ranks": len(values),
+                        **dict(zip(DISTRIBUTION_POINTS, points.tolist(), strict=True))})
+    return out
+
+
 def others_medians(values: np.ndarray) -> np.ndarray:
     """For each value, the median of all the other values (NaN with fewer than 2)."""
     n = len(values)
@@ -112,6 +142,28 @@ def standouts(values: dict[int, float], floor: float) -> list[tuple[int, float, 
     medians = others_medians(data)
     return [(r, float(v), float(m)) for r, v, m in zip(ranks, data, medians, strict=True)
             if np.isfinite(m) and v - m > floor and v >= OUTLIER_RATIO * m]
+
+
+def outlying_rows(comparison: Comparison, workload: str) -> list[tuple[Row, float]]:
+    """Of a comparison of a fleet's nodes against each other (compare --by-node: too
+    few CPUs per node for a significant change among thousands), the rows whose median
+    stands out above the other nodes' medians by the rule of `differences` (the
+    figure's floor, NODE_FIGURES), with the others' median; noisiest first."""
+    floors = {(probe, name): floor for probe, name, _, floor, _ in NODE_FIGURES}
+    out = []
+    for metric in comparison.metrics(workload):
+        if (workload, metric.name) not in floors:
+            continue
+        rows = comparison.rows_of(workload, metric.name)
+        found = standouts({i: r.stats.median for i, r in enumerate(rows)},
+                          floors[(workload, metric.name)])
+        out += sorted(((rows[i], median) for i, _, median in found), key=_factor, reverse=True)
+    return out
+
+
+def _factor(found: tuple[Row, float]) -> float:
+    row, others = found
+    return row.stats.median / others if others > 0 else math.inf
 
 
 def _one_rank_per_node(records: list[dict]) -> list[dict]:
@@ -146,14 +198,19 @@ def host_differences(records: list[dict]) -> list[dict]:
         if len(groups) > 1:
             ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
             text = "; ".join(f"{value!r} on {_nodes(names)}" for value, names in ordered)
-            out.append({"kind": "host", "what": key, "values": dict(ordered),
+            # How many nodes hold each value and the first of them (a fleet's every
+            # rank's facts are in its table summary_ranks, as host_KEY).
+            out.append({"kind": "host", "what": key,
+                        "values": {value: len(names) for value, names in ordered},
+                        "nodes": {value: names[:NAMED_NODES] for value, names in ordered},
                         "message": f"{key} differs: {text}"})
     return out
 
 
 def _nodes(names: list[str]) -> str:
-    shown = ", ".join(names[:5])
-    return shown + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    shown = ", ".join(names[:NAMED_NODES])
+    more = len(names) - NAMED_NODES
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 def noise_differences(records: list[dict]) -> list[dict]:
@@ -220,7 +277,8 @@ class FleetBundle(Bundle):
 
     @classmethod
     def of(cls, bundle: Bundle) -> FleetBundle:
-        return cls(bundle.manifest, path=bundle.path)
+        return bundle if isinstance(bundle, FleetBundle) else \
+            cls(bundle.manifest, bundle._tables, path=bundle.path)
 
     @functools.cached_property
     def _present(self) -> tuple[list[dict], list[dict]]:

@@ -24,6 +24,7 @@ among them (Floyd-Rivest style sampling of pivots, counted with searchsorted).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,20 +50,25 @@ class RankTest:
     def critical_count(self, level: float) -> int:
         """The largest count c of differences below 0 (or above it) at which the test
         rejects at 1 - level; -1 when no count can reach that level (too few runs)."""
-        alpha = 1 - level
-        total = self.n1 * self.n2
-        if self.exact:
-            lower_tail = _exact_lower_tail(self.n1, self.n2, total // 2)
-            rejected = np.flatnonzero(2 * lower_tail < alpha)
-            return int(rejected[-1]) if len(rejected) else -1
-        from scipy.special import ndtri  # the normal quantile (scipy.stats.norm is slower)
+        return _critical_count(self.n1, self.n2, self.exact, self.tie_term, level)
 
-        n = self.n1 + self.n2
-        # (all values equal: 0, perhaps a rounding below it)
-        sd = math.sqrt(max(0.0, self.n1 * self.n2 / 12 * ((n + 1) - self.tie_term / (n * (n - 1)))))
-        # scipy: p = 2 * sf((|U - total/2| - 0.5) / sd); rejected while U < this bound
-        bound = total / 2 - 0.5 + float(ndtri(alpha / 2)) * sd
-        return max(-1, math.ceil(bound) - 1)
+
+@functools.lru_cache(maxsize=4096)  # a comparison of many groups has a few sizes and levels
+def _critical_count(n1: int, n2: int, exact: bool, tie_term: float, level: float) -> int:
+    alpha = 1 - level
+    total = n1 * n2
+    if exact:
+        lower_tail = _exact_lower_tail(n1, n2, total // 2)
+        rejected = np.flatnonzero(2 * lower_tail < alpha)
+        return int(rejected[-1]) if len(rejected) else -1
+    from scipy.special import ndtri  # the normal quantile (scipy.stats.norm is slower)
+
+    n = n1 + n2
+    # (all values equal: 0, perhaps a rounding below it)
+    sd = math.sqrt(max(0.0, n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))))
+    # scipy: p = 2 * sf((|U - total/2| - 0.5) / sd); rejected while U < this bound
+    bound = total / 2 - 0.5 + float(ndtri(alpha / 2)) * sd
+    return max(-1, math.ceil(bound) - 1)
 
 
 def rank_tests(groups: Sequence[np.ndarray], reference: np.ndarray) -> list[RankTest]:
@@ -71,23 +77,46 @@ def rank_tests(groups: Sequence[np.ndarray], reference: np.ndarray) -> list[Rank
     of the time of a comparison of many configurations)."""
     from scipy.stats import mannwhitneyu
 
-    plans = []  # (exact, tie term) per group
-    for values in groups:
-        pooled = np.concatenate([values, reference])
-        _, counts = np.unique(pooled, return_counts=True)
-        plans.append((len(counts) == len(pooled)
-                      and min(len(values), len(reference)) <= EXACT_MAX_SMALLER_GROUP,
-                      float((counts.astype(np.float64) ** 3 - counts).sum())))
+    plans: dict[int, tuple[bool, float]] = {}  # group -> (exact, tie term)
+    for members in by_size(groups).values():
+        plans.update(_plan(groups, members, reference))
     batches: dict[tuple[int, bool], list[int]] = {}
-    for i, (values, (exact, _)) in enumerate(zip(groups, plans, strict=True)):
-        batches.setdefault((len(values), exact), []).append(i)
+    for i, values in enumerate(groups):
+        batches.setdefault((len(values), plans[i][0]), []).append(i)
     p_values = np.empty(len(groups))
     for (_, exact), members in batches.items():
         p_values[members] = mannwhitneyu(np.stack([groups[i] for i in members]),
                                          reference[None, :], axis=1, alternative="two-sided",
                                          method="exact" if exact else "asymptotic").pvalue
-    return [RankTest(len(values), len(reference), float(p), *plan)
-            for values, p, plan in zip(groups, p_values, plans, strict=True)]
+    return [RankTest(len(values), len(reference), float(p), *plans[i])
+            for i, (values, p) in enumerate(zip(groups, p_values, strict=True))]
+
+
+def by_size(groups: Sequence[np.ndarray]) -> dict[int, list[int]]:
+    """The indices of the groups of each size."""
+    sizes: dict[int, list[int]] = {}
+    for i, values in enumerate(groups):
+        sizes.setdefault(len(values), []).append(i)
+    return sizes
+
+
+def _plan(groups: Sequence[np.ndarray], members: list[int],
+          reference: np.ndarray) -> dict[int, tuple[bool, float]]:
+    """(exact, tie term) of each of `members`, groups of one size: the pooled runs of
+    all of them sorted at once; only those with ties are counted one by one."""
+    pooled = np.sort(np.hstack([np.stack([groups[i] for i in members]),
+                                np.broadcast_to(reference, (len(members), len(reference)))]),
+                     axis=1)
+    tied = (pooled[:, 1:] == pooled[:, :-1]).any(axis=1)
+    exact = min(len(groups[members[0]]), len(reference)) <= EXACT_MAX_SMALLER_GROUP
+    plans = {}
+    for i, row, ties in zip(members, pooled, tied.tolist(), strict=True):
+        if not ties:
+            plans[i] = (exact, 0.0)
+            continue
+        _, counts = np.unique(row, return_counts=True)
+        plans[i] = (False, float((counts.astype(np.float64) ** 3 - counts).sum()))
+    return plans
 
 
 def rank_test(values: np.ndarray, reference: np.ndarray) -> RankTest:
@@ -112,12 +141,45 @@ def hodges_lehmann(values: np.ndarray, reference: np.ndarray, test: RankTest, le
     """The change of `values` against `reference` (both sorted) and its interval at
     `level`; relative: of the logarithms, as % (all values must be positive)."""
     new, base = (np.log(values), np.log(reference)) if relative else (values, reference)
-    total = len(new) * len(base)
-    middle = [(total + 1) // 2, total // 2 + 1]  # the median: one or the mean of two
-    c = test.critical_count(level)
-    ranks = middle + ([c + 1, total - c] if c >= 0 else [])
-    found = pairwise_order_statistics(base, new, ranks)
-    out = [float(found[:2].mean()), *(float(v) for v in found[2:])]
+    ranks = _wanted_ranks(len(new) * len(base), test.critical_count(level))
+    return _shift(pairwise_order_statistics(base, new, ranks).tolist(), relative)
+
+
+def hodges_lehmann_many(groups: Sequence[np.ndarray], reference: np.ndarray,
+                        tests: Sequence[RankTest], level: float,
+                        relative: Sequence[bool]) -> list[Shift]:
+    """hodges_lehmann of each group against one reference. Groups of one size, critical
+    count and kind whose differences are few share one vectorised pass (a fleet
+    compared node by node has tens of thousands of groups of a few CPUs)."""
+    out: list[Shift | None] = [None] * len(groups)
+    batches: dict[tuple[int, int, bool], list[int]] = {}
+    for i, (values, test, rel) in enumerate(zip(groups, tests, relative, strict=True)):
+        if len(values) * len(reference) > MATERIALISED_MAX:
+            out[i] = hodges_lehmann(values, reference, test, level, rel)
+        else:
+            batches.setdefault((len(values), test.critical_count(level), rel), []).append(i)
+    for (size, c, rel), members in batches.items():
+        new = np.stack([groups[i] for i in members])
+        new, base = (np.log(new), np.log(reference)) if rel else (new, reference)
+        picks = np.asarray(_wanted_ranks(size * len(base), c)) - 1
+        # each row: the differences new[j] - base[i], as pairwise_order_statistics orders them
+        differences = (new[:, :, None] - base[None, None, :]).reshape(len(members), -1)
+        found = np.partition(differences, picks, axis=1)[:, picks]
+        for i, row in zip(members, found.tolist(), strict=True):
+            out[i] = _shift(row, rel)
+    return out
+
+
+def _wanted_ranks(total: int, critical: int) -> list[int]:
+    """The order statistics of `total` differences that give the estimate (the median:
+    one, or the mean of two) and, if the test can reject at all, the interval's ends."""
+    middle = [(total + 1) // 2, total // 2 + 1]
+    return middle + ([critical + 1, total - critical] if critical >= 0 else [])
+
+
+def _shift(found: list[float], relative: bool) -> Shift:
+    """The Shift of the order statistics _wanted_ranks asked for."""
+    out = [(found[0] + found[1]) / 2, *found[2:]]
     if relative:
         out = [100 * math.expm1(v) for v in out]
     return Shift(out[0], *(out[1:] or [None, None]))

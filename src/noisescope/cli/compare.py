@@ -36,7 +36,8 @@ EXAMPLES
 @click.option("--per-node", is_flag=True, help="fleet bundles: a row per node (default: the "
               "nodes are the units of their fleet)")
 @click.option("--by-node", is_flag=True, help="fleet bundles: every node against the others "
-              "(each node a configuration, its CPUs the units)")
+              "(each node a configuration, its CPUs the units; beyond 40 nodes the terminal "
+              "shows their distribution and those standing out, csv and json every node)")
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="terminal",
               show_default=True)
 @click.option("--alpha", default=ALPHA, show_default=True,

@@ -3,15 +3,20 @@
 Output directory (on a shared file system, so that rank 0 sees every node's
 bundle; otherwise each node keeps its own under the same path):
 
-    DIR/manifest.json, windows.parquet    the fleet bundle (kind "fleet"), by rank 0
+    DIR/manifest.json, *.parquet          the fleet bundle (kind "fleet"), by rank 0
     DIR/nodes/rank0000-NODE/               each rank's own scan bundle
 
-The fleet bundle's summaries: `ranks` (one row per rank: status, node, CPUs,
-clock offset, its noise figures), the per-CPU summaries of every probe with
-`rank` and `node` added, `alignment` (per probe, when the ranks' first windows
-began on the fleet timeline) and `differences` (what sets nodes apart). Its
-`windows` table holds every rank's windows on the fleet timeline: nanoseconds
-from the agreed start of the first probe, in rank 0's clock.
+The fleet bundle keeps its rows per rank and per CPU in tables (a manifest of
+10,000 ranks' rows would be 100 MB of JSON): `summary_ranks` (one row per rank:
+status, node, CPUs, clock offset, its noise figures), `summary_detour`,
+`summary_ftq`, ... (the per-CPU summaries of every probe with `rank` and `node`
+added) and `system_findings` (every rank's `system show` findings); a loaded
+bundle's `summaries` and `system` give them back as rows. Its manifest's
+summaries: `fleet` (how many ranks, measured, nodes), `distribution` (each rank
+figure over the ranks), `alignment` (per probe, when the ranks' first windows
+began on the fleet timeline) and `differences` (what sets nodes apart: the
+outliers). Its `windows` table holds every rank's windows on the fleet timeline:
+nanoseconds from the agreed start of the first probe, in rank 0's clock.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 
 from .. import _native
 from ..analysis import fleet
-from ..bundle import Bundle, check_destination
+from ..bundle import FINDINGS_TABLE, SUMMARY_TABLE, Bundle, check_destination
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError
 from ..host import live_host_facts, read_interrupts
@@ -145,7 +150,7 @@ def rank_record(placement: RankPlacement, bundle: Bundle, directory: Path, start
         "privileges": bundle.manifest.get("privileges", {}),
         "summaries": summaries,
         "warnings": bundle.manifest["warnings"],
-        "system": bundle.manifest.get("system", []),
+        "system": bundle.system,
         "figures": fleet.node_figures(summaries),
         "bands": (fleet.band_rates(bundle.detours.duration_ns, detour_ns)
                   if "detour" in summaries else {}),
@@ -204,16 +209,26 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
                      "node": record.get("node") or (outcome.hello or {}).get("node"),
                      "cpus": record.get("cpus") or (outcome.hello or {}).get("cpus") or [],
                      "bundle": record.get("bundle"), "complete": record.get("complete"),
-                     **record.get("figures", {})})
-    summaries: dict[str, list[dict]] = {"ranks": rows}
+                     **record.get("figures", {}),
+                     **{f"host_{key}": (record.get("host") or {}).get(key)
+                        for key in fleet.HOST_KEYS}})
+    # The rows per rank and per CPU go into tables (summary_ranks, summary_detour, ...;
+    # 10,000 ranks' are too many for JSON); the manifest keeps what is about the fleet.
+    tables = {SUMMARY_TABLE + "ranks": Table.from_rows(rows)}
     for probe in PROBES:  # the per-CPU summaries of every rank, by probe
         per_cpu = [{**s, "rank": r["rank"], "node": r["node"]}
                    for r in records for s in r["summaries"].get(probe, [])]
         if per_cpu:
-            summaries[probe] = per_cpu
+            tables[SUMMARY_TABLE + probe] = Table.from_rows(per_cpu)
+    findings = rank_findings(records)
+    if findings:
+        tables[FINDINGS_TABLE] = Table.from_rows(findings)
     windows = Table.concat(Table(r["windows"]) for r in records)
-    summaries["alignment"] = fleet.alignment(windows)
-    summaries["differences"] = fleet.differences(records)
+    if windows.rows:
+        tables["windows"] = windows
+    summaries = {"fleet": [fleet.counts(rows)], "distribution": fleet.distribution(rows),
+                 "alignment": fleet.alignment(windows),
+                 "differences": fleet.differences(records)}
     complete = not session.interrupted and all(r.get("complete") for r in records)
     manifest = new_manifest(
         "fleet", label=options.label, started_utc=started, argv=argv, complete=complete,
@@ -223,9 +238,8 @@ def fleet_bundle(options: ScanOptions, session: Session, *, started: str,
                     "alignment_tolerance_ns": ALIGNMENT_TOLERANCE_NS},
         summaries=summaries,
         warnings=[d.to_dict() for d in fleet_diagnostics(outcomes, records,
-                                                         summaries["alignment"])],
-        system=rank_findings(records))
-    return Bundle(manifest, {"windows": windows} if windows.rows else {})
+                                                         summaries["alignment"])])
+    return Bundle(manifest, tables)
 
 
 def _utc_of_monotonic(mono_ns: int) -> str | None:

@@ -7,9 +7,11 @@ converted for display here and nowhere else.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -181,14 +183,86 @@ def perturbation_table(comparison: Comparison) -> RichTable | None:
     return table
 
 
-def print_comparison(comparison: Comparison, console: Console) -> None:
-    for line in method_lines(comparison):
-        console.print(line, highlight=False, markup=False)
+MAX_CONFIGURATION_ROWS = 40  # shown row by row; beyond (a fleet --by-node), the distribution
+DISTRIBUTION = (("min", 0), ("median", 50), ("p90", 90), ("p99", 99), ("max", 100))
+
+
+def comparison_blocks(comparison: Comparison) -> list[str | RichTable]:
+    """The method lines, then per workload its tables: a row per configuration, or with
+    more than MAX_CONFIGURATION_ROWS of them (the nodes of a fleet, --by-node) the
+    distribution of their medians and only the significant changes (the outliers)."""
+    blocks: list[str | RichTable] = list(method_lines(comparison))
+    overview: dict[str, list[RichTable | None]] = {}
+    if len(comparison.configurations) > MAX_CONFIGURATION_ROWS:
+        overview = {w: [distribution_table(comparison, w), outliers_table(comparison, w)]
+                    for w in comparison.workloads}
+        comparison, line = significant_only(comparison)
+        blocks.append(line)
     for workload in comparison.workloads:
-        for table in (stats_table(comparison, workload), change_table(comparison, workload)):
-            if table is not None:
-                console.print()
-                console.print(table)
+        blocks += [t for t in (*overview.get(workload, []), stats_table(comparison, workload),
+                               change_table(comparison, workload)) if t is not None]
+    return blocks
+
+
+def distribution_table(comparison: Comparison, workload: str) -> RichTable:
+    """Per metric, the configurations' medians over the configurations, and how many
+    changed significantly against the baseline."""
+    table = RichTable(title=f"{workload}: the {len(comparison.configurations):,} "
+                            f"configurations' medians", title_justify="left")
+    for name in ("metric", "n", *(name for name, _ in DISTRIBUTION), "significant changes"):
+        table.add_column(name, justify="left" if name == "metric" else "right")
+    for metric in comparison.metrics(workload):
+        rows = comparison.rows_of(workload, metric.name)
+        points = np.percentile([r.stats.median for r in rows], [q for _, q in DISTRIBUTION])
+        changed = sum(1 for r in rows if r.change and r.change.significant)
+        table.add_row(metric.title, f"{len(rows):,}",
+                      *(format_value(float(v), metric.unit) for v in points), f"{changed:,}")
+    return table
+
+
+def outliers_table(comparison: Comparison, workload: str) -> RichTable | None:
+    """The configurations (a fleet's nodes) whose median stands out above the others'
+    (analysis.fleet.outlying_rows), at most MAX_CONFIGURATION_ROWS of them."""
+    from ..analysis.fleet import OUTLIER_RATIO, outlying_rows
+
+    found = outlying_rows(comparison, workload)
+    if not found:
+        return None
+    shown = found[:MAX_CONFIGURATION_ROWS]
+    more = f" ({len(shown)} of {len(found):,})" if len(found) > len(shown) else ""
+    table = RichTable(title=f"{workload}: standing out (at least {OUTLIER_RATIO:g}x the other "
+                            f"configurations' median){more}", title_justify="left")
+    for name in ("metric", "configuration", "median", "others' median", "ratio",
+                 f"change vs {comparison.baseline}"):
+        table.add_column(name, justify="left" if name in ("metric", "configuration") else "right")
+    for row, others in shown:
+        unit = row.metric.unit
+        ratio = f"{row.stats.median / others:,.1f}x" if others > 0 else "none elsewhere"
+        table.add_row(row.metric.title, row.configuration, format_value(row.stats.median, unit),
+                      format_value(others, unit), ratio, format_change(row.change))
+    return table
+
+
+def significant_only(comparison: Comparison) -> tuple[Comparison, str]:
+    """Of a comparison of many configurations, the baseline's rows and the significant
+    changes (the nodes that differ), and a line saying what is left out."""
+    kept = [r for r in comparison.rows if r.is_baseline or (r.change and r.change.significant)]
+    changed = {r.configuration for r in kept if not r.is_baseline}
+    line = (f"{len(comparison.configurations) - 1:,} configurations against "
+            f"{comparison.baseline}: only the significant changes are shown "
+            f"({len(kept) - sum(r.is_baseline for r in kept):,} of "
+            f"{sum(not r.is_baseline for r in comparison.rows):,}, on {len(changed):,} "
+            f"configurations); --format csv or json lists them all")
+    return dataclasses.replace(comparison, rows=kept), line
+
+
+def print_comparison(comparison: Comparison, console: Console) -> None:
+    for block in comparison_blocks(comparison):
+        if isinstance(block, str):
+            console.print(block, highlight=False, markup=False)
+        else:
+            console.print()
+            console.print(block)
     perturbation = perturbation_table(comparison)
     if perturbation is not None:
         console.print()

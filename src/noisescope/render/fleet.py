@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 from rich.table import Table as RichTable
 
-from ..analysis.fleet import NODE_FIGURES, noisiest, ranking_figure
+from ..analysis.fleet import DISTRIBUTION_POINTS, NODE_FIGURES, distribution, noisiest, ranking_figure
 from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration
 
@@ -82,14 +81,15 @@ def cpus_table(rows: list[dict]) -> RichTable | None:
 def distribution_lines(rows: list[dict]) -> list[str]:
     """Each rank figure over the ranks (min, median, p90, p99, max), for a fleet with
     more ranks than the noisiest-ranks table shows."""
-    if len(rows) <= TOP_RANKS:
+    measured = [r for r in rows if r["status"] == "ok"]
+    if len(measured) <= TOP_RANKS:
         return []
-    lines = [f"Over the {len(rows):,} measured ranks (min / median / p90 / p99 / max):"]
-    for name, heading, kind in RANK_COLUMNS:
-        values = np.array([r[name] for r in rows if r.get(name) is not None], dtype=np.float64)
-        if len(values):
-            points = np.percentile(values, [0, 50, 90, 99, 100])
-            lines.append(f"  {heading}: {' / '.join(_cell(v, kind) for v in points)}")
+    columns = {name: (heading, kind) for name, heading, kind in RANK_COLUMNS}
+    lines = [f"Over the {len(measured):,} measured ranks (min / median / p90 / p99 / max):"]
+    for figure in distribution(rows):
+        heading, kind = columns[figure["what"]]
+        points = " / ".join(_cell(figure[p], kind) for p in DISTRIBUTION_POINTS)
+        lines.append(f"  {heading}: {points}")
     return lines
 
 
@@ -113,5 +113,5 @@ def fleet_blocks(bundle: Bundle) -> list[str | RichTable]:
     summaries = bundle.summaries
     measured = [r for r in summaries.get("ranks", []) if r["status"] == "ok"]
     tables = (ranks_table(measured), cpus_table(summaries.get("detour", [])))
-    return [*fleet_lines(bundle), *distribution_lines(measured),
+    return [*fleet_lines(bundle), *distribution_lines(summaries.get("ranks", [])),
             *(t for t in tables if t is not None), *difference_lines(bundle)]

@@ -13,7 +13,6 @@ escaping, no TeX in figure text).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import os
 import tempfile
@@ -21,10 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..analysis.fleet import FleetBundle, noisiest
+from ..analysis.fleet import FleetBundle, counts, noisiest
 from ..bundle import MANIFEST, Bundle
 from ..errors import UsageError, option
 from ..units import format_cpu_list, format_duration
@@ -32,9 +30,6 @@ from . import plots
 from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
 from .text import md_escape
-
-if TYPE_CHECKING:
-    from ..analysis.compare import Comparison
 
 
 @dataclass
@@ -126,10 +121,9 @@ def _ranks_fact(bundle: Bundle) -> str:
     ranks = bundle.summaries.get("ranks") if bundle.kind in ("fleet", "bsp") else None
     if not ranks:
         return ""
-    nodes = {r["node"] for r in ranks if r.get("node")}
-    measured = sum(1 for r in ranks if r.get("status", "ok") == "ok")
-    return (f"{bundle.parameters.get('ranks', len(ranks))} ranks on {len(nodes)} "
-            f"node{'s' if len(nodes) != 1 else ''}, {measured} measured")
+    found = counts(ranks)
+    return (f"{bundle.parameters.get('ranks', found['ranks'])} ranks on {found['nodes']} "
+            f"node{'s' if found['nodes'] != 1 else ''}, {found['measured']} measured")
 
 
 def configuration_section(bundles: list[Bundle], names: list[str]) -> Section:
@@ -145,32 +139,39 @@ def _finding_text(finding: dict) -> str:
             + (f" (advice: {finding['advice']})" if finding.get("advice") else ""))
 
 
-def _system_cell(bundle: Bundle, check: str) -> str:
-    """One bundle's finding for a check. Fleet and bsp bundles hold every rank's
+def _system_cells(bundle: Bundle, checks: list[str]) -> list[str]:
+    """One bundle's finding for each check. Fleet and bsp bundles hold every rank's
     findings: ranks with the same finding share it ('all 64 ranks', 'ranks 3 (n2)')."""
     if bundle.kind == "import":
-        return ("not checked: imported results; noisescope did not see the machine they were "
-                "measured on")
-    found = [f for f in bundle.manifest.get("system", []) if f["check"] == check]
+        return ["not checked: imported results; noisescope did not see the machine they were "
+                "measured on"] * len(checks)
+    by_check: dict[str, list[dict]] = {}
+    for f in bundle.system:  # (a fleet of 10,000 ranks: 150,000 findings)
+        by_check.setdefault(f["check"], []).append(f)
+    ranks = {(f["rank"], f["node"]) for f in bundle.system if "rank" in f}
+    return [_system_cell(by_check.get(check, []), len(ranks)) for check in checks]
+
+
+def _system_cell(found: list[dict], ranks: int) -> str:
     if all("rank" not in f for f in found):
         return _finding_text(found[0]) if found else ""
-    ranks = {(f["rank"], f["node"]) for f in bundle.manifest["system"]}
     same: dict[str, list[str]] = {}
     for f in sorted(found, key=lambda f: f["rank"]):
         same.setdefault(_finding_text(f), []).append(f"{f['rank']} ({f['node']})")
-    if len(same) == 1 and len(next(iter(same.values()))) == len(ranks):
-        return f"{next(iter(same))} [all {len(ranks)} ranks]"
+    if len(same) == 1 and len(next(iter(same.values()))) == ranks:
+        return f"{next(iter(same))} [all {ranks} ranks]"
     return "; ".join(f"{text} [rank{'s' if len(where) > 1 else ''} {', '.join(where)}]"
                      for text, where in same.items())
 
 
 def system_section(bundles: list[Bundle], names: list[str]) -> Section | None:
-    checks = list(dict.fromkeys(f["check"] for b in bundles for f in b.manifest.get("system", [])))
+    checks = list(dict.fromkeys(f["check"] for b in bundles for f in b.system))
     if not checks and any(b.kind == "import" for b in bundles):
         checks = ["(all)"]  # say why an import has none
     if not checks:
         return None
-    rows = [[check, *(_system_cell(b, check) for b in bundles)] for check in checks]
+    cells = [_system_cells(b, checks) for b in bundles]
+    rows = [[check, *(column[i] for column in cells)] for i, check in enumerate(checks)]
     return Section("system", "System check",
                    ["What on the measured machine adds noise when the bundle was taken "
                     "(noisescope system show); fleet and bsp bundles: on every rank's node.",
@@ -191,7 +192,6 @@ OVERVIEW_TITLES = {"fleet": "Fleet: the ranks side by side",
 WHOLLY_IN_OVERVIEW = {"bsp", "prediction"}
 MAX_RANK_TABLES = plots.MAX_PANELS  # a fleet's tables per rank (spectrum, causes): the noisiest
 MAX_FLEET_ROWS = 40  # a fleet's per-CPU rows in one table: beyond, the noisiest CPUs
-MAX_NODE_ROWS = 40  # nodes compared node by node row by row; beyond, the significant ones
 
 
 def overview_sections(bundles: list[Bundle], names: list[str]) -> list[Section]:
@@ -297,7 +297,7 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
     """Per fleet whose ranks ran on two nodes or more: every node against the others
     (`noisescope compare FLEET --by-node`: each node a configuration, its CPUs the units)."""
     from ..analysis.compare import compare
-    from .compare import change_table, method_lines, stats_table
+    from .compare import comparison_blocks
 
     sections = []
     several = len(bundles) > 1
@@ -310,30 +310,12 @@ def node_comparison_sections(bundles: list[Bundle], names: list[str]) -> list[Se
             comparison = compare([bundle], by_node=True)
         except UsageError:  # no per-CPU figures to compare
             continue
-        blocks: list[str | TableBlock] = list(method_lines(comparison))
-        if len(comparison.configurations) > MAX_NODE_ROWS:
-            comparison, line = significant_only(comparison)
-            blocks.append(line)
-        for workload in comparison.workloads:
-            blocks += [rich_to_block(t) for t in (stats_table(comparison, workload),
-                                                   change_table(comparison, workload))
-                       if t is not None]
+        blocks: list[str | TableBlock] = [b if isinstance(b, str) else rich_to_block(b)
+                                          for b in comparison_blocks(comparison)]
         blocks += [f"warning: {w.message}" for w in comparison.warnings]
         sections.append(Section(f"nodes-{len(sections)}", "Node against node"
                                 + (f": {name}" if several else ""), blocks))
     return sections
-
-
-def significant_only(comparison: Comparison) -> tuple[Comparison, str]:
-    """Of a comparison of many nodes, the baseline's rows and the significant changes
-    (the nodes that differ), and a line saying what is left out."""
-    kept = [r for r in comparison.rows if r.is_baseline or (r.change and r.change.significant)]
-    nodes = {r.configuration for r in kept if not r.is_baseline}
-    line = (f"{len(comparison.configurations) - 1:,} nodes against {comparison.baseline}: only the "
-            f"significant changes are shown ({len(kept) - sum(r.is_baseline for r in kept):,} "
-            f"of {sum(not r.is_baseline for r in comparison.rows):,}, on {len(nodes):,} nodes); "
-            f"`noisescope compare --by-node --format csv` lists them all")
-    return dataclasses.replace(comparison, rows=kept), line
 
 
 SectionBuilder = Callable[[list[Bundle], list[str]], "Section | list[Section] | None"]

@@ -353,7 +353,7 @@ def findings_table(findings: list[dict]) -> RichTable:
 
 def system_line(bundle: Bundle) -> str | None:
     """One line naming the system checks that gave advice when the bundle was measured."""
-    advised = list(dict.fromkeys(f["check"] for f in bundle.manifest.get("system", [])
+    advised = list(dict.fromkeys(f["check"] for f in bundle.system
                                  if f["state"] != "ok"))  # a fleet: once for all its ranks
     if not advised:
         return None
