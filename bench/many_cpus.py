@@ -229,7 +229,8 @@ def post_process(cpus: int, seconds: float, destination: Path) -> dict:
     tracing.discard()
     rows = bundle.manifest["tables"]
     return {"stages": stages, "synthesis_s": made_s, "events": rows["events"]["rows"]
-            + rows["sched_switch"]["rows"], "detours": rows["detours"]["rows"]}
+            + rows["sched_switch"]["rows"], "detours": rows["detours"]["rows"],
+            "causes": rows["detour_causes"]["rows"]}
 
 
 def run_report(bundle: Path) -> tuple[float, float, float, int]:
