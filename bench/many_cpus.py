@@ -53,10 +53,9 @@ from noisescope.probes.schedule import plan_windows
 from noisescope.probes.summary import detour_summary
 from noisescope.scan import ScanOptions, ScanPlan, build_bundle
 from noisescope.tables import Table
-from noisescope.trace.events import parse_format, parse_header_page, walk_pages
+from noisescope.trace.events import Symbols, parse_format, parse_header_page, walk_pages
 from noisescope.trace.scanning import ScanTracing, TraceOptions
 from noisescope.trace.session import Recording, TraceClock, TraceSession
-from noisescope.trace.events import Symbols
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "trace" / "kvm-detour-inject"
 EVENTS_PER_S = 20_000  # a busy node's kernel events per CPU
@@ -272,11 +271,11 @@ def main() -> None:
         print(json.dumps(one(args.one, args.seconds, args.keep)))
         return
     print(f"{args.seconds:g} s of a busy node per CPU: {EVENTS_PER_S:,} trace events/s, "
-          f"{DETOURS_PER_S:,} detours/s (seconds and peak RSS in MiB per stage)", flush=True)
-    header = f"{'CPUs':>5} {'events':>12} " + " ".join(f"{s:>15}" for s in STAGES) + \
-        f" {'total s':>8} {'peak':>6} {'us/CPU-s':>9} {'HTML MB':>8}"
-    print(header, flush=True)
-    met = True
+          f"{DETOURS_PER_S:,} detours/s; seconds and peak RSS (MiB) of each stage", flush=True)
+    print(f"{'CPUs':>5} {'events':>12} {'detours':>10} "
+          + " ".join(f"{s:>15}" for s in STAGES)
+          + f" {'total':>8} {'ms/CPU-s':>9} {'HTML MB':>8}", flush=True)
+    largest = None
     for cpus in [int(n) for n in args.cpus.split(",")]:
         command = [sys.executable, __file__, "--one", str(cpus), "--seconds", str(args.seconds)]
         if args.keep:
@@ -285,17 +284,25 @@ def main() -> None:
         measured = json.loads(child.stdout.strip().splitlines()[-1])
         stages = measured["stages"]
         total = sum(stages[s][0] for s in STAGES)
-        peak = max(stages[s][1] for s in STAGES)
-        per_cpu_s = total / (cpus * args.seconds) * 1e6
-        print(f"{cpus:>5} {measured['events']:>12,} "
+        per_cpu_s = total / (cpus * args.seconds) * 1e3
+        print(f"{cpus:>5} {measured['events']:>12,} {measured['detours']:>10,} "
               + " ".join(f"{stages[s][0]:>7.1f}s {stages[s][1]:>5.0f}M" for s in STAGES)
-              + f" {total:>8.1f} {peak:>6.0f} {per_cpu_s:>9.0f} {measured['html_mb']:>8.2f}",
-              flush=True)
-        if cpus == 256 and args.seconds >= 60:
-            met = total <= GOAL_S and peak <= GOAL_MB
-        met = met and measured["report_status"] == 0 and measured["html_mb"] <= REPORT_GOAL_MB
-    print(f"goals: 256 CPUs x 60 s in <= {GOAL_S:.0f} s and <= {GOAL_MB} MiB, report <= "
-          f"{REPORT_GOAL_MB:.0f} MB: {'met' if met else 'NOT met'}")
+              + f" {total:>7.1f}s {per_cpu_s:>9.1f} {measured['html_mb']:>8.2f}", flush=True)
+        largest = (cpus, measured, total)
+    cpus, measured, total = largest
+    scan_peak = max(measured["stages"][s][1] for s in STAGES if s != "report")
+    report_peak = measured["stages"]["report"][1]
+    if cpus == 256 and args.seconds >= 60:
+        seconds, basis = total, "measured"
+    else:  # the stages' time grows with the CPU-seconds (the table shows how flat)
+        seconds, basis = total * 256 * 60 / (cpus * args.seconds), \
+            f"projected from {cpus} CPUs x {args.seconds:g} s"
+    met = (seconds <= GOAL_S and basis == "measured" and max(scan_peak, report_peak) <= GOAL_MB
+           and measured["report_status"] == 0 and measured["html_mb"] <= REPORT_GOAL_MB)
+    print(f"256 CPUs x 60 s: {seconds:,.0f} s ({basis}; goal <= {GOAL_S:.0f} s); peak RSS at "
+          f"{cpus} CPUs: scan {scan_peak:.0f} MiB, report {report_peak:.0f} MiB (goal <= "
+          f"{GOAL_MB} MiB); HTML {measured['html_mb']:.2f} MB (goal <= {REPORT_GOAL_MB:.0f} MB): "
+          f"{'met' if met else 'NOT met'}")
     sys.exit(0 if met else 1)
 
 

@@ -49,10 +49,8 @@ size_t ns_walk_pages(const uint8_t *data, size_t size, const struct ns_page_layo
         while (pos + 4 <= end) {
             uint32_t word = u32_at(data + pos);
             uint32_t kind = word & 31, delta = word >> 5;
-            if (kind >= RB_PADDING || kind == 0) {
-                if (pos + 8 > size) /* the word after the header is cut off */
-                    break;
-            }
+            if ((kind >= RB_PADDING || kind == 0) && pos + 8 > size)
+                break; /* the word after the header is cut off */
             if (kind == RB_PADDING) {
                 if (delta == 0) /* the rest of the page is empty */
                     break;
@@ -70,6 +68,8 @@ size_t ns_walk_pages(const uint8_t *data, size_t size, const struct ns_page_layo
                 size_t payload = kind == 0 ? pos + 8 : pos + 4;
                 size_t length = kind == 0 ? ((size_t)u32_at(data + pos + 4) + 3) & ~(size_t)3
                                           : 4 * (size_t)kind;
+                if (pos + 4 + length > size) /* its payload is cut off */
+                    break;
                 if (found < capacity) {
                     offsets[found] = (int64_t)payload;
                     stamps[found] = ts;

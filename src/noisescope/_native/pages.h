@@ -20,7 +20,7 @@ struct ns_page_layout {
  * data) and its time stamp. Returns how many records there were; only the
  * first `capacity` are written (a page of page_size bytes holds at most
  * page_size / 4). *missed counts the pages the kernel flagged as following
- * lost events. */
+ * lost events. Data cut off in the middle of a record ends the walk. */
 size_t ns_walk_pages(const uint8_t *data, size_t size, const struct ns_page_layout *layout,
                      int64_t *offsets, uint64_t *stamps, size_t capacity, uint64_t *missed);
 
