@@ -244,15 +244,19 @@ def run_report(bundle: Path) -> tuple[float, float, float, int]:
     return elapsed, usage.ru_maxrss / 1024, size, os.waitstatus_to_exitcode(status)
 
 
-def one(cpus: int, seconds: float, keep: Path | None) -> dict:
-    """One CPU count, all stages (this is the child process)."""
+def measure(cpus: int, seconds: float, keep: Path | None) -> dict:
+    """One CPU count, all stages: the scan's post-processing in a child process,
+    then the report in another, both started from this small process (a child's
+    peak RSS counts the memory of the process that forks it)."""
     with tempfile.TemporaryDirectory(prefix="many-cpus-") as workdir:
         bundle = Path(workdir) / "bundle"
-        measured = post_process(cpus, seconds, bundle)
+        child = subprocess.run([sys.executable, __file__, "--post-process", str(bundle),
+                                "--cpus", str(cpus), "--seconds", str(seconds)],
+                               check=True, stdout=subprocess.PIPE, text=True)
+        measured = json.loads(child.stdout.strip().splitlines()[-1])
         report_s, report_mib, html_mb, status = run_report(bundle)
         measured["stages"]["report"] = (report_s, report_mib)
-        measured.update(html_mb=html_mb, report_status=status,
-                        bundle_mb=sum(f.stat().st_size for f in bundle.iterdir()) / 1e6)
+        measured.update(html_mb=html_mb, report_status=status)
         if keep is not None:
             target = keep / f"{cpus}cpus"
             shutil.copytree(bundle, target / "bundle", dirs_exist_ok=True)
@@ -265,10 +269,10 @@ def main() -> None:
     parser.add_argument("--cpus", default="2,16,64,256", help="CPU counts, comma-separated")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--keep", type=Path, help="copy each bundle and report here")
-    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--post-process", type=Path, help=argparse.SUPPRESS)  # the child
     args = parser.parse_args()
-    if args.one:
-        print(json.dumps(one(args.one, args.seconds, args.keep)))
+    if args.post_process:
+        print(json.dumps(post_process(int(args.cpus), args.seconds, args.post_process)))
         return
     print(f"{args.seconds:g} s of a busy node per CPU: {EVENTS_PER_S:,} trace events/s, "
           f"{DETOURS_PER_S:,} detours/s; seconds and peak RSS (MiB) of each stage", flush=True)
@@ -277,11 +281,7 @@ def main() -> None:
           + f" {'total':>8} {'ms/CPU-s':>9} {'HTML MB':>8}", flush=True)
     largest = None
     for cpus in [int(n) for n in args.cpus.split(",")]:
-        command = [sys.executable, __file__, "--one", str(cpus), "--seconds", str(args.seconds)]
-        if args.keep:
-            command += ["--keep", str(args.keep)]
-        child = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
-        measured = json.loads(child.stdout.strip().splitlines()[-1])
+        measured = measure(cpus, args.seconds, args.keep)
         stages = measured["stages"]
         total = sum(stages[s][0] for s in STAGES)
         per_cpu_s = total / (cpus * args.seconds) * 1e3
