@@ -137,7 +137,8 @@ def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.n
                  "run_delay_ns": 0, "involuntary_switches": 0, "minor_faults": 0,
                  "major_faults": 0}
         native = {"lost_ticks": int(ticks.sum()), "detours": detours.rows,
-                  "stored": detours.rows, "overflow": 0, "max_gap_ticks": int(ticks.max()),
+                  "stored": detours.rows, "overflow": 0, "stored_before_loss": detours.rows,
+                  "max_gap_ticks": int(ticks.max()),
                   "resolution_ticks": 26, "hourglass_gaps": detours.rows}
         summaries.append(detour_summary(stats, native, detours["duration_ns"], histogram,
                                         THRESHOLD_NS, HOURGLASS_NS, clock.ticks_per_ns))

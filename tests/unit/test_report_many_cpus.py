@@ -34,7 +34,8 @@ def many_cpu_scan() -> Bundle:
         stats = {"cpu": cpu, "windows": 1, "measured_ns": SECOND, "run_delay_ns": 0,
                  "involuntary_switches": 0, "minor_faults": 0, "major_faults": 0}
         native = {"lost_ticks": int(durations.sum() * TICKS_PER_NS), "detours": 100,
-                  "stored": 100, "overflow": 0, "max_gap_ticks": int(durations.max() * TICKS_PER_NS),
+                  "stored": 100, "overflow": 0, "stored_before_loss": 100,
+                  "max_gap_ticks": int(durations.max() * TICKS_PER_NS),
                   "resolution_ticks": 40, "hourglass_gaps": 100}
         histogram = Table({"cpu": np.full(2, cpu, np.int32),
                            "lower_ticks": np.array([64, 4096], np.uint64),
