@@ -93,6 +93,7 @@ def synthetic_bundle(minutes: int, cpus: int, seed: int = 1) -> Bundle:
                  "involuntary_switches": 0, "minor_faults": 0, "major_faults": 0}
         native = {"lost_ticks": int(detours["duration_ns"].sum() * TICKS_PER_NS),
                   "detours": detours.rows, "stored": detours.rows, "overflow": 0,
+                  "stored_before_loss": detours.rows,
                   "max_gap_ticks": int(detours["duration_ns"].max() * TICKS_PER_NS),
                   "resolution_ticks": 26, "hourglass_gaps": int(detours.rows)}
         summaries["detour"].append(detour_summary(stats, native, detours["duration_ns"], histogram,

@@ -17,7 +17,7 @@ import statistics
 import time
 
 from noisescope.clock import measurement_clock
-from noisescope.host import allowed_cpus, read_host_facts
+from noisescope.host import default_cpus, read_host_facts
 from noisescope.probes import ProbeContext
 from noisescope.probes import detour as detour_probe
 from noisescope.probes.schedule import plan_windows
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     facts = read_host_facts()
-    cpus = allowed_cpus(facts)
+    cpus = default_cpus(facts)
     clock = measurement_clock(facts.tsc_flags)
     schedule, _ = plan_windows(int(args.seconds * 1e9), rt=False)
     with TraceSession(cpus, clock, recording_ns=schedule.elapsed_ns) as session:

@@ -118,3 +118,52 @@ def test_slowdown_curve_per_prediction():
     mean = figure.axes[0].get_lines()[0]
     assert mean.get_xdata().tolist() == [2, 64, 4096]
     assert np.allclose(mean.get_ydata(), [0.1, 1.0, 20.0])
+
+
+def _many_cpu_bundle(cpus: int, detours: dict[int, list[tuple[int, int]]]) -> Bundle:
+    """A scan of `cpus` CPUs, each measured in two windows, [0, 1 s) and
+    [1.5 s, 2.5 s), with the given detours (cpu -> [(start_ns, duration_ns)])."""
+    second = 1_000_000_000
+    rows = [(cpu, s, d) for cpu, spans in detours.items() for s, d in spans]
+    table = Table({"cpu": np.array([r[0] for r in rows], np.int32),
+                   "start_ns": np.array([r[1] for r in rows], np.int64),
+                   "duration_ns": np.array([r[2] for r in rows], np.int64)})
+    windows = Table({"cpu": np.repeat(np.arange(cpus, dtype=np.int32), 2),
+                     "probe": np.full(2 * cpus, "detour", dtype=object),
+                     "start_ns": np.tile(np.array([0, 3 * second // 2], np.int64), cpus),
+                     "end_ns": np.tile(np.array([second, 5 * second // 2], np.int64), cpus)})
+    summaries = [{"cpu": cpu, "noise_pct": 0.0, "threshold_ns": 1000} for cpu in range(cpus)]
+    return Bundle({"kind": "scan", "summaries": {"detour": summaries}},
+                  {"detours": table, "windows": windows})
+
+
+def test_lost_time_grid_is_the_share_of_measured_time_per_cpu_and_bin():
+    from noisescope.render.plots import lost_time_grid
+
+    ms = 1_000_000
+    bundle = _many_cpu_bundle(12, {5: [(200 * ms, 100 * ms)],  # all of bin 2 (100 ms bins)
+                                   7: [(1_640 * ms, 10 * ms), (1_695 * ms, 10 * ms)],
+                                   9: [(950 * ms, 100 * ms)]})  # half of it between windows
+    grid = lost_time_grid(bundle.table("detours"), bundle.table("windows"), list(range(12)),
+                          columns=25)
+    assert grid.bin_ns == 100 * ms and grid.begin_ns == 0 and grid.cpus == list(range(12))
+    lost = grid.lost_pct
+    assert np.isnan(lost[:, 10:15]).all()  # 1.0-1.5 s: no window, nothing measured
+    assert lost[5, 2] == 100.0 and np.nansum(lost[5]) == 100.0
+    assert lost[7, 16] == 15.0 and lost[7, 17] == 5.0  # the second detour crosses 1.7 s
+    assert lost[9, 9] == 50.0  # 50 of the bin's 100 measured ms
+    quiet = [cpu for cpu in range(12) if cpu not in (5, 7, 9)]
+    assert np.nansum(lost[quiet]) == 0.0
+
+
+def test_heatmap_is_drawn_when_the_panels_leave_cpus_out():
+    from noisescope.render.plots import HEATMAP_FLOOR_PCT, MAX_PANELS, detour_heatmap
+
+    spans = {3: [(100_000_000, 20_000_000)]}
+    assert detour_heatmap([_many_cpu_bundle(MAX_PANELS, spans)]) == []
+    (figure,) = detour_heatmap([_many_cpu_bundle(256, spans)])
+    assert figure.key == "detours-heatmap" and figure.png()[:4] == b"\x89PNG"
+    image = np.ma.filled(figure.figure.axes[0].get_images()[0].get_array(), np.nan)
+    assert image.shape == (256, 600)  # one row per CPU; 600 bins of 2.5 s / 600
+    assert np.nanmax(image[3]) == 100.0 and np.nanmax(np.delete(image, 3, 0)) == HEATMAP_FLOOR_PCT
+    assert np.isnan(image[:, 300]).all()  # 1.25 s: between the windows

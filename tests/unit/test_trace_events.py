@@ -126,6 +126,22 @@ def test_walk_pages_counts_pages_after_lost_events():
     assert walk_pages(bytes(page) * 2, PageLayout()).missed_pages == 2
 
 
+def test_walk_pages_with_a_4_byte_commit_word_never_reads_past_a_page():
+    layout = PageLayout(commit_size=4, data_offset=16, page_size=64)  # 48 bytes of data
+    page = struct.pack("=QIxxxx", 100, 80) + (_header(1, 3) + b"\0" * 4) * 6  # commit says 80
+    walked = walk_pages(page * 3, layout)
+    assert walked.timestamps.tolist() == [103, 106, 109, 112, 115, 118] * 3
+    assert walked.offsets.tolist()[:2] == [16 + 4, 16 + 8 + 4] and walked.offsets[-1] == 128 + 60
+
+
+def test_walk_pages_stops_at_the_end_of_cut_off_data():
+    page = _page([_header(3, 1) + b"\0" * 12] * 10, 0)  # commit: 160 bytes of records
+    for cut in (16, 17, 40, 41, 61, 100):  # in a record's header word or payload
+        walked = walk_pages(page[:cut], PageLayout())
+        assert walked.timestamps.tolist() == list(range(1, (cut - 16) // 16 + 1))
+    assert len(walk_pages(page[:15], PageLayout()).offsets) == 0  # no whole page header
+
+
 @pytest.mark.parametrize("value, text", [
     (0, "R"), (0x100, "R+"), (1, "S"), (2, "D"), (0x80, "I"), (3, "S|D"),
 ])

@@ -18,9 +18,9 @@ from noisescope.clock import MeasurementClock
 from noisescope.errors import UsageError
 from noisescope.tables import StoredTable, Table
 from noisescope.trace import attribute
-from noisescope.trace.events import EVENT_COLUMNS, SWITCH_COLUMNS
+from noisescope.trace.events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from noisescope.trace.session import MAX_BUFFER_KB, MIN_BUFFER_KB, TraceClock, buffer_kb_for
-from noisescope.trace.store import EventSpool
+from noisescope.trace.store import EventSpool, PageBatch, RecordedEvents
 from noisescope.trace.tracefs import (
     TracingUnavailable,
     leftover_instances,
@@ -213,3 +213,31 @@ def test_events_read_again_from_the_pages_are_the_spooled_ones(tmp_path, monkeyp
         assert np.array_equal(from_pages.causes[name], from_spool.causes[name]), name
     for name in from_spool.primary.columns:
         assert np.array_equal(from_pages.primary[name], from_spool.primary[name]), name
+
+
+def test_consecutive_reads_decode_a_shared_batch_once(tmp_path):
+    """A CPU's spans are explained in time order: a batch of pages that two
+    consecutive reads need is decoded once, and what each read gets is the same."""
+
+    decoded = []
+
+    class Decoder:  # one event per batch, at the batch's first time
+        def decode(self, cpu, pages):
+            decoded.append(pages)
+            first = int(pages.decode())
+            return TraceEvents(Table({"cpu": np.array([cpu], np.int32),
+                                      "timestamp_ns": np.array([first], np.int64),
+                                      "event": np.array(["e"], object),
+                                      "pid": np.array([1], np.int32),
+                                      "number": np.array([0], np.int64),
+                                      "name": np.array([""], object)}),
+                               TraceEvents.empty().switches)
+
+    raw = tmp_path / "cpu0.raw"
+    raw.write_bytes(b"100200300")
+    batches = [PageBatch(0, raw, 3 * i, 3, 100 * (i + 1), 100 * (i + 1) + 50) for i in range(3)]
+    recorded = RecordedEvents(Decoder(), batches, {"e"})
+    reads = [(100, 200), (200, 300), (300, 350), (100, 350)]  # batches 0-1, 1-2, 2, 0-2
+    got = [recorded.read(0, start, end).events["timestamp_ns"].tolist() for start, end in reads]
+    assert got == [[100, 200], [200, 300], [300], [100, 200, 300]]
+    assert decoded == [b"100", b"200", b"300", b"100", b"200"]  # 1 and 2 kept, then needed again

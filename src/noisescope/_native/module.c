@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "histogram.h"
+#include "pages.h"
 #include "predict.h"
 #include "probes.h"
 
@@ -531,6 +532,50 @@ static PyObject *native_histogram_lower_bounds(PyObject *self, PyObject *unused)
     return bounds;
 }
 
+static PyObject *native_walk_pages(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer data;
+    PyObject *offsets_obj, *stamps_obj;
+    struct ns_page_layout layout;
+    if (!PyArg_ParseTuple(args, "y*(nnnnn)OO", &data, &layout.timestamp_offset,
+                          &layout.commit_offset, &layout.commit_size, &layout.data_offset,
+                          &layout.page_size, &offsets_obj, &stamps_obj))
+        return NULL;
+    struct borrowed b = {PyMem_Calloc(2, sizeof(Py_buffer)), 0, 2};
+    struct ns_series offsets, stamps;
+    PyObject *result = NULL;
+    if (b.views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (layout.commit_size != 4 && layout.commit_size != 8) {
+        PyErr_SetString(PyExc_ValueError, "walk_pages: the commit word has 4 or 8 bytes");
+        goto done;
+    }
+    if (layout.timestamp_offset + 8 > layout.data_offset ||
+        layout.commit_offset + layout.commit_size > layout.data_offset ||
+        layout.data_offset > layout.page_size) {
+        PyErr_SetString(PyExc_ValueError, "walk_pages: the page header does not fit the page");
+        goto done;
+    }
+    if (borrow_series(offsets_obj, "offsets", &b, &offsets) < 0 ||
+        borrow_series(stamps_obj, "stamps", &b, &stamps) < 0)
+        goto done;
+    size_t capacity = offsets.capacity < stamps.capacity ? offsets.capacity : stamps.capacity;
+    size_t found;
+    uint64_t missed;
+    Py_BEGIN_ALLOW_THREADS
+    found = ns_walk_pages(data.buf, (size_t)data.len, &layout, (int64_t *)offsets.data,
+                          stamps.data, capacity, &missed);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("nK", (Py_ssize_t)found, (unsigned long long)missed);
+done:
+    borrowed_release(&b);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyObject *native_cpuid(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -799,6 +844,10 @@ static PyMethodDef methods[] = {
      "Ticks taken by (units, unit_iters) of work, done once."},
     {"histogram_lower_bounds", native_histogram_lower_bounds, METH_NOARGS,
      "Lower bound in ticks of every bucket of the gap histogram."},
+    {"walk_pages", native_walk_pages, METH_VARARGS,
+     "walk_pages(pages, (timestamp_offset, commit_offset, commit_size, data_offset, page_size), "
+     "offsets, stamps) -> (records, missed pages): each data record's payload offset and time "
+     "stamp into the two 64-bit arrays (those beyond their length are counted, not written)."},
     {"cpuid", native_cpuid, METH_VARARGS, "CPUID (leaf, subleaf) -> (eax, ebx, ecx, edx)."},
     {"mlockall", native_mlockall, METH_NOARGS, "mlockall(); returns 0 or errno."},
     {"munlockall", native_munlockall, METH_NOARGS, "munlockall(); returns 0 or errno."},

@@ -262,6 +262,94 @@ def detour_timeline(bundles: list[Bundle]) -> list[Figure]:
                    "pixel column is drawn." + left_out(dropped), figure)]
 
 
+HEATMAP_COLUMNS = 600  # time bins of the CPU x time map of lost time
+HEATMAP_FLOOR_PCT = 0.01  # the colour scale's low end (log): less lost time looks the same
+
+
+@dataclass
+class LostTimeGrid:
+    """Lost time per CPU and time bin: `lost_pct[row, bin]` is the share of
+    the measured time of that bin that detours took on CPU `cpus[row]`
+    (NaN where nothing was measured: between windows); bins of `bin_ns`
+    from `begin_ns`."""
+
+    cpus: list[int]
+    begin_ns: int
+    bin_ns: int
+    lost_pct: np.ndarray
+
+
+def lost_time_grid(detours, windows, cpus: list[int], columns: int = HEATMAP_COLUMNS
+                   ) -> LostTimeGrid | None:
+    """The detour probe's lost time as a CPU x time grid (exact overlaps of
+    the detours with each bin, as the spectrum's series)."""
+    from ..analysis.spectrum import lost_time_series
+
+    windows = windows.filter(windows["probe"] == "detour")
+    if not windows.rows or not cpus:
+        return None
+    begin, end = int(windows["start_ns"].min()), int(windows["end_ns"].max())
+    bin_ns = max(1, -(-(end - begin) // columns))
+    end = begin + bin_ns * columns
+    lost = np.full((len(cpus), columns), np.nan)
+    # sorted by CPU once: a many-CPU scan has millions of detours
+    order = np.argsort(detours["cpu"], kind="stable")
+    by_cpu = detours["cpu"][order]
+    starts, durations = detours["start_ns"][order], detours["duration_ns"][order]
+    for row, cpu in enumerate(cpus):
+        mine = windows.where(cpu=cpu)
+        measured = lost_time_series(mine["start_ns"], mine["end_ns"] - mine["start_ns"],
+                                    begin, end, bin_ns)
+        first, last = np.searchsorted(by_cpu, [cpu, cpu + 1])
+        share = lost_time_series(starts[first:last], durations[first:last], begin, end, bin_ns)
+        inside = measured > 0
+        lost[row, inside] = 100.0 * share[inside] / measured[inside]
+    return LostTimeGrid(list(cpus), begin, bin_ns, lost)
+
+
+@styled
+def detour_heatmap(bundles: list[Bundle]) -> list[Figure]:
+    """Every CPU's lost time over time, one row per CPU: drawn for bundles
+    with more CPUs than the per-CPU panels show (those show the noisiest)."""
+    from matplotlib import colormaps
+    from matplotlib.colors import LogNorm
+
+    grids = []
+    for bundle in bundles:
+        cpus = sorted({s["cpu"] for s in bundle.summaries.get("detour", [])})
+        if len(cpus) > MAX_PANELS and bundle.has_table("detours") and bundle.has_table("windows"):
+            grid = lost_time_grid(bundle.table("detours"), bundle.table("windows"), cpus)
+            if grid is not None:
+                grids.append((bundle, grid))
+    if not grids:
+        return []
+    names = bundle_names(bundles)
+    heights = [1.0 + 0.02 * len(grid.cpus) for _, grid in grids]
+    figure = MplFigure(figsize=(WIDTH_IN, 0.8 + sum(heights)), layout="constrained")
+    axes = figure.subplots(len(grids), 1, squeeze=False, height_ratios=heights)[:, 0]
+    cmap = colormaps["magma_r"].with_extremes(bad="#eeeeee")
+    norm = LogNorm(vmin=HEATMAP_FLOOR_PCT, vmax=100)
+    for ax, (bundle, grid) in zip(axes, grids, strict=True):
+        seconds = grid.bin_ns * grid.lost_pct.shape[1] / SECOND
+        origin = (grid.begin_ns - _probe_origin(bundle, "detour")) / SECOND
+        image = ax.imshow(np.clip(grid.lost_pct, HEATMAP_FLOOR_PCT, None), aspect="auto",
+                          interpolation="nearest", cmap=cmap, norm=norm,
+                          extent=(origin, origin + seconds, len(grid.cpus) - 0.5, -0.5))
+        ax.grid(False)
+        rows = np.linspace(0, len(grid.cpus) - 1, min(len(grid.cpus), 16)).round().astype(int)
+        ax.set_yticks(rows, [str(grid.cpus[r]) for r in rows])
+        ax.set_ylabel("CPU")
+        if _several(bundles):
+            ax.set_title(plain(names[id(bundle)]), loc="left")
+        figure.colorbar(image, ax=ax, label="time lost (%)", pad=0.01)
+    axes[-1].set_xlabel("time since the probe started (s)")
+    return [Figure("detours-heatmap", "Lost time on every CPU",
+                   "The share of each CPU's measured time that detours took, one row per CPU, "
+                   f"in {HEATMAP_COLUMNS} time bins (log colour scale; grey: not measured, "
+                   f"between windows). The panels below show the noisiest {MAX_PANELS} CPUs.",
+                   figure)]
+
+
 def _log_bins(low: float, high: float, per_decade: int = 20) -> np.ndarray:
     low, high = max(low, 1.0), max(high, low * 1.01)
     return np.logspace(np.log10(low), np.log10(high), max(2, int(np.log10(high / low) * per_decade)))
@@ -306,8 +394,8 @@ def _finish_log_log(ax, drawn: int, xlabel: str, ylabel: str, durations: bool) -
 def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
     figure, ax, names = _single_axes(bundles)
     drawn = 0
-    for (bundle, s), color in zip(((b, s) for b in bundles if b.has_table("detours")
-                                   for s in b.summaries.get("detour", [])), _cycle(), strict=False):
+    pairs, dropped = panels(bundles, "detour", "detours")
+    for (bundle, s), color in zip(pairs, _cycle(), strict=False):
         lengths = bundle.table("detours").where(cpu=s["cpu"])["duration_ns"]
         if len(lengths) == 0:
             continue
@@ -318,15 +406,16 @@ def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
     if not _finish_log_log(ax, drawn, "detour length", "detours per bin", durations=True):
         return []
     return [Figure("detours-histogram", "Detour lengths",
-                   "Histogram of stored detour lengths, 20 logarithmic bins per decade.", figure)]
+                   "Histogram of stored detour lengths, 20 logarithmic bins per decade."
+                   + left_out(dropped), figure)]
 
 
 @styled
 def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
     figure, ax, names = _single_axes(bundles)
     drawn = 0
-    for (bundle, s), color in zip(((b, s) for b in bundles for s in b.summaries.get("detour", [])
-                                   if b.has_table("gap_histogram")), _cycle(), strict=False):
+    pairs, dropped = panels(bundles, "detour", "gap_histogram")
+    for (bundle, s), color in zip(pairs, _cycle(), strict=False):
         h = bundle.table("gap_histogram").where(cpu=s["cpu"])
         cut = s["hourglass_ns"]
         keep = h["upper_ns"] > cut
@@ -344,7 +433,8 @@ def hourglass_histogram(bundles: list[Bundle]) -> list[Figure]:
                               for s in b.summaries.get("detour", []) if "hourglass_ns" in s}))
     return [Figure("hourglass", f"Hourglass: gaps above {cuts}",
                    f"Every gap between two reads of the clock longer than {cuts}, counted in "
-                   "the sampler's log-scale buckets (also those not stored as detours).", figure)]
+                   "the sampler's log-scale buckets (also those not stored as detours)."
+                   + left_out(dropped), figure)]
 
 
 # -- spectrum -------------------------------------------------------------------------
@@ -810,7 +900,7 @@ def _cycle() -> Iterator[str]:
 FigureBuilder = Callable[[list[Bundle]], list[Figure]]
 
 FIGURES: dict[str, list[FigureBuilder]] = {
-    "detour": [detour_timeline, detour_histogram, hourglass_histogram],
+    "detour": [detour_heatmap, detour_timeline, detour_histogram, hourglass_histogram],
     "ftq": [ftq_series],
     "fwq": [fwq_series],
     "spectrum": [spectrum_figure],

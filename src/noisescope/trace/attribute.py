@@ -135,6 +135,10 @@ class Timeline:
     owner_sleeps: np.ndarray  # when it went to sleep (a switch away from it, not runnable)
 
 
+# What an event does to a CPU's handler stack (_TimelineBuilder._action).
+_SKIP, _PUSH, _VECTOR_EXIT, _BY_NAME = range(4)
+
+
 class _TimelineBuilder:
     def __init__(self, labels: Labels, tasks: dict[tuple[int, str], int], osnoise: set[str],
                  owner: int | None = None):
@@ -155,6 +159,7 @@ class _TimelineBuilder:
         self.task = -1
         self.pid = -1
         self.since = np.iinfo(np.int64).min
+        self._actions: dict[str, tuple] = {}  # event name -> what it does (_action)
 
     def task_id(self, pid: int, comm: str) -> int:
         return self.tasks.setdefault((pid, comm), len(self.tasks))
@@ -199,45 +204,60 @@ class _TimelineBuilder:
         elif timer_vector:
             self.context_labels[entry.index] = self.labels.id("timer", functions[0])
 
-    def event(self, ts: int, name: str, number: int, text: str) -> None:
-        labels = self.labels
-        if self.stack and self.stack[-1].kind == "fault":
-            self.stack.pop()  # a fault lasts until the next event
+    def _action(self, name: str) -> tuple:
+        """What an event of this name does to the handler stack (decided once per name)."""
         if _native_class(name) in self.osnoise:
-            return  # osnoise events stand for this class
-        if name.endswith("_entry") and name[:-6] in IPI_NAMES:
-            self.push(f"vector:{name[:-6]}", 0, labels.id("ipi", IPI_NAMES[name[:-6]]))
+            action: tuple = (_SKIP,)  # osnoise events stand for this class
+        elif name.endswith("_entry") and name[:-6] in IPI_NAMES:
+            action = (_PUSH, f"vector:{name[:-6]}", ("ipi", IPI_NAMES[name[:-6]]), False)
         elif name == f"{LOCAL_TIMER}_entry":
-            self.push(f"vector:{LOCAL_TIMER}", 0, labels.id("tick"), hard=True)
+            action = (_PUSH, f"vector:{LOCAL_TIMER}", ("tick", ""), True)
         elif name.endswith("_entry") and name[:-6] in VECTOR_IRQ_NAMES:
-            self.push(f"vector:{name[:-6]}", 0, labels.id("irq", VECTOR_IRQ_NAMES[name[:-6]]))
+            action = (_PUSH, f"vector:{name[:-6]}", ("irq", VECTOR_IRQ_NAMES[name[:-6]]), False)
         elif name.endswith("_exit") and name[:-5] in (LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS):
-            entry = self.pop(f"vector:{name[:-5]}", 0)
+            action = (_VECTOR_EXIT, f"vector:{name[:-5]}")
+        elif name in ("page_fault_user", "page_fault_kernel"):
+            action = (_PUSH, "fault", ("fault", name[len("page_fault_"):]), False)
+        else:  # by name below (or nothing but a mark)
+            action = (_BY_NAME,)
+        self._actions[name] = action
+        return action
+
+    def event(self, ts: int, name: str, number: int, text: str) -> None:
+        stack = self.stack
+        if stack and stack[-1].kind == "fault":
+            stack.pop()  # a fault lasts until the next event
+        action = self._actions.get(name) or self._action(name)
+        what = action[0]
+        if what == _SKIP:
+            return
+        if what == _PUSH:
+            self.push(action[1], 0, self.labels.id(*action[2]), hard=action[3])
+        elif what == _VECTOR_EXIT:
+            entry = self.pop(action[1], 0)
             if entry is not None and entry.functions is not None:
                 self.close_hard_irq(entry)
         elif name == "irq_handler_entry":
-            self.push("irq", number, labels.id("irq", text), hard=True)
+            self.push("irq", number, self.labels.id("irq", text), hard=True)
         elif name == "irq_handler_exit":
             entry = self.pop("irq", number)
             if entry is not None:
                 self.close_hard_irq(entry)
         elif name == "softirq_entry":
-            self.push("softirq", number, labels.id("softirq", text))
+            self.push("softirq", number, self.labels.id("softirq", text))
         elif name == "softirq_exit":
             self.pop("softirq", number)
         elif name == "hrtimer_expire_entry":
-            for entry in reversed(self.stack):
+            for entry in reversed(stack):
                 if entry.functions is not None:
                     entry.functions.append(text)
                     break
         elif name == "sched_wakeup" and number == self.owner:
             self.owner_wakeups.append(ts)
-            for entry in reversed(self.stack):
+            for entry in reversed(stack):
                 if entry.functions is not None:
                     entry.woke_owner = entry.functions[-1] if entry.functions else "hrtimer"
                     break
-        elif name in ("page_fault_user", "page_fault_kernel"):
-            self.push("fault", 0, labels.id("fault", name[len("page_fault_"):]))
         self.mark(ts)
 
     def switch(self, ts: int, prev_pid: int, prev_state: str, next_pid: int, next_comm: str) -> None:
@@ -320,18 +340,21 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(overlays),
                            np.arange(overlays)])
     order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start, overlay_end])))
-    names, numbers, texts = events["event"], events["number"], events["name"]
-    next_pid, next_comm = switches["next_pid"], switches["next_comm"]
-    prev_pid, prev_state = switches["prev_pid"], switches["prev_state"]
+    # as Python rows: the replay reads them one by one (a chunk's events: CHUNK_NS of one CPU)
+    event_rows = list(zip(ev_ts.tolist(), events["event"].tolist(), events["number"].tolist(),
+                          events["name"].tolist(), strict=True))
+    switch_rows = list(zip(sw_ts.tolist(), switches["prev_pid"].tolist(),
+                           switches["prev_state"].tolist(), switches["next_pid"].tolist(),
+                           switches["next_comm"].tolist(), strict=True))
+    event, switch = builder.event, builder.switch
     builder.mark(np.iinfo(np.int64).min)
     for first in range(0, len(order), _BATCH):  # a batch at a time keeps memory flat
         batch = order[first:first + _BATCH]
         for kind, ref in zip(kinds[batch].tolist(), refs[batch].tolist(), strict=True):
             if kind == _EVENT:
-                builder.event(int(ev_ts[ref]), names[ref], int(numbers[ref]), texts[ref])
-            elif kind in (_SWITCH, _INFERRED_SWITCH):
-                builder.switch(int(sw_ts[ref]), int(prev_pid[ref]), prev_state[ref],
-                               int(next_pid[ref]), next_comm[ref])
+                event(*event_rows[ref])
+            elif kind == _SWITCH or kind == _INFERRED_SWITCH:
+                switch(*switch_rows[ref])
             elif kind == _OVERLAY_ENTRY:
                 builder.push("overlay", ref, int(overlay_label[ref]), hard=bool(overlay_timer[ref]))
                 builder.mark(int(overlay_start[ref]))

@@ -24,14 +24,13 @@ pid and command of a woken or newly forked task.
 from __future__ import annotations
 
 import re
-import struct
-from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .. import _native
 from ..tables import Table
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
@@ -259,12 +258,6 @@ def parse_header_page(text: str, page_size: int | None = None) -> PageLayout:
 
 # -- raw ring-buffer pages -----------------------------------------------------
 
-RB_PADDING, RB_TIME_EXTEND, RB_TIME_STAMP = 29, 30, 31
-TS_SHIFT = 27
-TS_MSB = 0xF8 << 56  # absolute time stamps leave out these top bits
-COMMIT_MASK = (1 << 27) - 1  # the top bits of `commit` flag missed events
-
-
 @dataclass
 class RawRecords:
     """Where each record's payload starts in `data`, and its time stamp."""
@@ -276,48 +269,15 @@ class RawRecords:
 
 
 def walk_pages(data: bytes, layout: PageLayout) -> RawRecords:
-    """Every data record on the pages in `data` (a whole number of pages)."""
-    offsets = array("q")  # compact: a long recording has millions of records
-    stamps = array("Q")
-    missed = 0
-    unpack_u32 = struct.Struct("=I").unpack_from
-    unpack_u64 = struct.Struct("=Q").unpack_from
-    commit_format = "=Q" if layout.commit_size == 8 else "=I"
-    for page in range(0, len(data) - layout.data_offset + 1, layout.page_size):
-        ts = unpack_u64(data, page + layout.timestamp_offset)[0]
-        commit = struct.unpack_from(commit_format, data, page + layout.commit_offset)[0]
-        if commit >> 30:
-            missed += 1
-        pos = page + layout.data_offset
-        end = min(pos + (commit & COMMIT_MASK), page + layout.page_size)
-        while pos + 4 <= end:
-            word = unpack_u32(data, pos)[0]
-            kind, delta = word & 31, word >> 5
-            if kind == RB_PADDING:
-                if delta == 0:  # the rest of the page is empty
-                    break
-                ts += delta
-                pos += 4 + unpack_u32(data, pos + 4)[0]
-            elif kind == RB_TIME_EXTEND:
-                ts += (unpack_u32(data, pos + 4)[0] << TS_SHIFT) + delta
-                pos += 8
-            elif kind == RB_TIME_STAMP:
-                absolute = (unpack_u32(data, pos + 4)[0] << TS_SHIFT) + delta
-                ts = absolute | (ts & TS_MSB)
-                pos += 8
-            elif kind == 0:  # long record: its length follows the header
-                ts += delta
-                length = unpack_u32(data, pos + 4)[0]
-                offsets.append(pos + 8)
-                stamps.append(ts)
-                pos += 4 + ((length + 3) & ~3)
-            else:
-                ts += delta
-                offsets.append(pos + 4)
-                stamps.append(ts)
-                pos += 4 + 4 * kind
-    return RawRecords(data, np.frombuffer(offsets, np.int64) if offsets else np.zeros(0, np.int64),
-                      np.frombuffer(stamps, np.uint64) if stamps else np.zeros(0, np.uint64), missed)
+    """Every data record on the pages in `data` (a whole number of pages),
+    found by the native core (`_native/pages.c`: the record types are there)."""
+    # a record takes at least 4 bytes: room for every record the pages can hold
+    room = (len(data) // layout.page_size + 1) * (layout.page_size // 4)
+    offsets, stamps = np.empty(room, np.int64), np.empty(room, np.uint64)
+    found, missed = _native.walk_pages(data, (layout.timestamp_offset, layout.commit_offset,
+                                              layout.commit_size, layout.data_offset,
+                                              layout.page_size), offsets, stamps)
+    return RawRecords(data, offsets[:found].copy(), stamps[:found].copy(), missed)
 
 
 def _at_every_byte(data: np.ndarray, dtype: str) -> np.ndarray:
@@ -427,8 +387,17 @@ def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
     return TraceEvents.concat(parts), decoder.missed_pages
 
 
-def _strings(values: np.ndarray, intern: _Interner) -> list[str]:
-    return [intern(v.decode(errors="replace")) for v in values]
+def _by_value(values: np.ndarray, text: Callable[[object], str], intern: _Interner) -> np.ndarray:
+    """An object column of `text(value)` for each value, each distinct value
+    converted once (a trace repeats a few names millions of times)."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=object)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return np.array([intern(text(v)) for v in distinct.tolist()], dtype=object)[inverse]
+
+
+def _strings(values: np.ndarray, intern: _Interner) -> np.ndarray:
+    return _by_value(values, lambda v: v.decode(errors="replace"), intern)
 
 
 def _raw_switches(cpu: int, data: np.ndarray, offsets: np.ndarray, ts: np.ndarray,
@@ -436,14 +405,13 @@ def _raw_switches(cpu: int, data: np.ndarray, offsets: np.ndarray, ts: np.ndarra
     f = fmt.fields
     flags = fmt.state_flags()
     states = _gather(data, offsets, f["prev_state"])
-    names = {int(v): intern(prev_state_text(int(v), flags)) for v in np.unique(states)}
     return _switch_table({
         "cpu": np.full(len(offsets), cpu),
         "timestamp_ns": ts,
         "prev_comm": _strings(_gather(data, offsets, f["prev_comm"]), intern),
         "prev_pid": _gather(data, offsets, f["prev_pid"]),
         "prev_prio": _gather(data, offsets, f["prev_prio"]),
-        "prev_state": [names[int(v)] for v in states],
+        "prev_state": _by_value(states, lambda v: prev_state_text(v, flags), intern),
         "next_comm": _strings(_gather(data, offsets, f["next_comm"]), intern),
         "next_pid": _gather(data, offsets, f["next_pid"]),
         "next_prio": _gather(data, offsets, f["next_prio"]),
@@ -457,24 +425,25 @@ def _raw_fields(raw: bytes, data: np.ndarray, offsets: np.ndarray, fmt: EventFor
     count = len(offsets)
     number = (_gather(data, offsets, fmt.fields[spec.number]).astype(np.int64)
               if spec.number in fmt.fields else np.zeros(count, np.int64))
-    names: list[str] = [intern("")] * count
+    names = np.full(count, intern(""), dtype=object)
     label = fmt.fields.get(spec.label) if spec.label else None
     if label is not None and label.data_loc:
         where = _gather(data, offsets, label).astype(np.int64)
         starts = offsets + (where & 0xFFFF)
-        names = [intern(raw[s:s + n].split(b"\0", 1)[0].decode(errors="replace"))
-                 for s, n in zip(starts.tolist(), (where >> 16).tolist(), strict=True)]
+        names = np.array([intern(raw[s:s + n].split(b"\0", 1)[0].decode(errors="replace"))
+                          for s, n in zip(starts.tolist(), (where >> 16).tolist(), strict=True)],
+                         dtype=object).reshape(count)
     elif label is not None:
         values = _gather(data, offsets, label)
         if spec.label_kind == "symbol":
             resolved = symbols.resolve(int(v) for v in np.unique(values))
-            names = [intern(resolved[int(v)]) for v in values]
+            names = _by_value(values, resolved.__getitem__, intern)
         elif spec.label_kind == "softirq":
-            names = [intern(softirq_name(int(v))) for v in values]
+            names = _by_value(values, softirq_name, intern)
         else:
             names = _strings(values, intern)
     pid = _gather(data, offsets, fmt.fields["common_pid"])
-    return number, pid, np.array(names, dtype=object)
+    return number, pid, names
 
 
 def softirq_name(vector: int) -> str:

@@ -119,13 +119,20 @@ class RecordedEvents:
     batches: list[PageBatch]
     names: set[str]  # every event name in the recordings ('sched_switch' included)
     _last: tuple[tuple[PageBatch, ...], TraceEvents] | None = field(default=None, repr=False)
+    _decoded: dict[PageBatch, TraceEvents] = field(default_factory=dict, repr=False)  # the
+    # batches of the last read: consecutive reads (a CPU's spans, in time order) share batches
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
         chosen = tuple(b for b in self.batches
                        if b.cpu == cpu and b.first_ns <= end_ns and b.last_ns >= start_ns)
-        if self._last is None or chosen != self._last[0]:  # consecutive reads often share batches
-            self._last = None  # let the previous batches go before decoding the next ones
-            self._last = (chosen, TraceEvents.concat(self._decode(b) for b in chosen))
+        if self._last is None or chosen != self._last[0]:
+            # let the batches no longer needed go before decoding the next ones
+            self._last = None
+            self._decoded = {b: self._decoded[b] for b in chosen if b in self._decoded}
+            for batch in chosen:
+                if batch not in self._decoded:
+                    self._decoded[batch] = self._decode(batch)
+            self._last = (chosen, TraceEvents.concat(self._decoded[b] for b in chosen))
         return self._last[1].read(cpu, start_ns, end_ns)
 
     def event_names(self) -> set[str]:

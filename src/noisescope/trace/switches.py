@@ -82,14 +82,18 @@ def complete_switches(switches: Table, events: Table) -> Table:
         times = np.concatenate([theirs["timestamp_ns"], mine["timestamp_ns"]])
         order = np.lexsort((np.arange(len(times)), times))  # events first at equal times
         n_events = theirs.rows
-        columns = [theirs[c].tolist() for c in ("timestamp_ns", "event", "pid", "number", "name")]
-        switch_columns = [mine[c].tolist() for c in ("timestamp_ns", "prev_pid", "prev_comm",
-                                                    "next_pid", "next_comm")]
+        ts, name, pid, number, text = (theirs[c].tolist() for c in ("timestamp_ns", "event",
+                                                                    "pid", "number", "name"))
+        sw_ts, prev_pid, prev_comm, next_pid, next_comm = (
+            mine[c].tolist() for c in ("timestamp_ns", "prev_pid", "prev_comm", "next_pid",
+                                       "next_comm"))
+        event, switch = replay.event, replay.switch
         for i in order.tolist():
             if i < n_events:
-                replay.event(*(column[i] for column in columns))
+                event(ts[i], name[i], pid[i], number[i], text[i])
             else:
-                replay.switch(*(column[i - n_events] for column in switch_columns))
+                i -= n_events
+                switch(sw_ts[i], prev_pid[i], prev_comm[i], next_pid[i], next_comm[i])
         if replay.inferred:
             ts, prev_pid, prev_comm, next_pid, next_comm = zip(*replay.inferred, strict=True)
             count = len(ts)

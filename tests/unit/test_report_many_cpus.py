@@ -1,0 +1,79 @@
+"""The report of a scan of many CPUs stays readable and small: every CPU's lost
+time on one CPU x time heat map, the per-CPU panels only for the noisiest, and
+the per-CPU tables whole."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import noisescope
+from noisescope.bundle import Bundle
+from noisescope.host import read_host_facts
+from noisescope.manifest import new_manifest
+from noisescope.probes.summary import detour_summary
+from noisescope.render.plots import MAX_PANELS
+from noisescope.render.report import write_report
+from noisescope.tables import Table
+
+from ..synthetic_fleet import HOST_ROOT, TICKS_PER_NS
+
+SECOND = 1_000_000_000
+CPUS = 40  # more than the MAX_PANELS drawn one by one (bench/many_cpus.py: 256 CPUs)
+NOISY = (17, 30)  # planted: 100 detours of 200 us, the others 100 of 5 us
+GOAL_MB = 10
+
+
+def many_cpu_scan() -> Bundle:
+    rng = np.random.default_rng(3)
+    detours, histograms, summaries = [], [], []
+    for cpu in range(CPUS):
+        starts = np.sort(rng.choice(SECOND // 1_000_000, 100, replace=False)) * 1_000_000
+        durations = np.full(100, 200_000 if cpu in NOISY else 5_000, np.int64)
+        stats = {"cpu": cpu, "windows": 1, "measured_ns": SECOND, "run_delay_ns": 0,
+                 "involuntary_switches": 0, "minor_faults": 0, "major_faults": 0}
+        native = {"lost_ticks": int(durations.sum() * TICKS_PER_NS), "detours": 100,
+                  "stored": 100, "overflow": 0, "stored_before_loss": 100,
+                  "max_gap_ticks": int(durations.max() * TICKS_PER_NS),
+                  "resolution_ticks": 40, "hourglass_gaps": 100}
+        histogram = Table({"cpu": np.full(2, cpu, np.int32),
+                           "lower_ticks": np.array([64, 4096], np.uint64),
+                           "upper_ticks": np.array([128, 8192], np.uint64),
+                           "lower_ns": np.array([25, 1575]), "upper_ns": np.array([50, 3151]),
+                           "count": np.array([SECOND // 20, 100])})
+        histograms.append(histogram)
+        summaries.append(detour_summary(stats, native, durations, histogram, 1_000, 1_000,
+                                        TICKS_PER_NS))
+        detours.append(Table({"cpu": np.full(100, cpu, np.int32), "start_ns": starts.astype(np.int64),
+                              "duration_ns": durations}))
+    windows = Table({"cpu": np.arange(CPUS, dtype=np.int32),
+                     "probe": np.full(CPUS, "detour", dtype=object),
+                     "start_ns": np.zeros(CPUS, np.int64), "end_ns": np.full(CPUS, SECOND, np.int64)})
+    manifest = new_manifest(
+        "scan", label=f"{CPUS} CPUs", started_utc="2026-01-01T00:00:00.000000Z", complete=True,
+        argv=["noisescope", "scan"], host=read_host_facts(HOST_ROOT).to_dict(),
+        clock={"counter": "tsc", "ticks_per_second": TICKS_PER_NS * 1e9,
+               "frequency_source": "kernel", "calibrated_ticks_per_second": None,
+               "origin_ticks": 0, "origin_monotonic_raw_ns": 0, "origin_realtime_ns": 0},
+        parameters={"cpus": list(range(CPUS)), "duration_ns": SECOND, "probes": ["detour"],
+                    "threshold_ns": 1_000, "priority": 0, "injections": [],
+                    "schedule": {"runtime_ns": SECOND, "period_ns": SECOND, "windows": 1,
+                                 "last_runtime_ns": SECOND}},
+        summaries={"detour": summaries}, warnings=[], system=[])
+    return Bundle(manifest, {"detours": Table.concat(detours), "windows": windows,
+                             "gap_histogram": Table.concat(histograms)})
+
+
+def test_report_of_many_cpus_has_the_heat_map_and_only_the_noisiest_panels(tmp_path):
+    many_cpu_scan().write(tmp_path / "bundle")
+    html = write_report([noisescope.load(tmp_path / "bundle")], tmp_path / "report.html") \
+        .read_text()
+    assert len(html.encode()) <= GOAL_MB * 1_000_000
+    assert 'id="figure-detours-heatmap"' in html and 'id="figure-detours-time"' in html
+    # the timeline, both histograms and the spectrum draw the noisiest MAX_PANELS CPUs, not
+    # one line each
+    assert html.count(f"{CPUS - MAX_PANELS} more CPUs are not drawn") == 4
+    # the per-CPU table has a row for every CPU
+    rows = re.findall(r"<tr>\s*<td[^>]*>\s*(\d+)\s*</td>", html)
+    assert set(range(CPUS)) <= {int(cpu) for cpu in rows}
