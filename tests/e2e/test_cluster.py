@@ -47,10 +47,28 @@ def wall_clock_starts(bundle) -> dict[str, int]:
             for probe in dict.fromkeys(windows["probe"].tolist())}
 
 
+def aligned_cluster_scan(tmp_path):
+    """A 2-rank cluster scan of two probes, measured again (a bounded number of
+    times) when the ranks began a probe more than the tolerance apart: both sleep
+    to the same agreed moment, and a vCPU the host holds then wakes late (2.5 and
+    3.2 ms seen in CI, once each in about ten runs). A misalignment of the
+    tool's own making fails every attempt."""
+    for attempt in range(ATTEMPTS):
+        out = tmp_path / f"fleet-{attempt}"
+        done = mpirun("cluster", "scan", "--duration", "1s", "--probes", "detour,ftq", *RT,
+                      "-o", str(out), "-q")
+        if done.returncode != 0 or not out.exists():
+            break
+        fleet = noisescope.load(out)
+        starts = [wall_clock_starts(noisescope.load(out / row["bundle"]))
+                  for row in fleet.summaries["ranks"]]
+        if all(abs(starts[0][p] - starts[1][p]) < ALIGNMENT_TOLERANCE_NS for p in starts[0]):
+            break
+    return out, done
+
+
 def test_scan_windows_are_aligned_and_the_fleet_bundle_is_complete(tmp_path):
-    out = tmp_path / "fleet"
-    done = mpirun("cluster", "scan", "--duration", "1s", "--probes", "detour,ftq", *RT,
-                  "-o", str(out), "-q")
+    out, done = aligned_cluster_scan(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Noisiest ranks" in done.stdout and "How the nodes differ" in done.stdout
     assert "Noisiest ranks" in (out / "report.html").read_text()  # rank 0 draws the report
