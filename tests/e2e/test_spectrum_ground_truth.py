@@ -58,11 +58,14 @@ def test_timer_tick_is_listed_without_injection(measured_cpu, live_facts):
     def listed(bundle) -> bool:
         return any(abs(s["frequency_hz"] - hz) <= 0.01 * hz for s in sources(bundle, "detour"))
 
+    # The host's own periodic sources (a 100 Hz one with 8-11% of the power in two CI
+    # runs) can bury the tick's lines: an attempt in which the host took more than
+    # BUSY_FRACTION of the time (the trace's unexplained share) is measured again too.
     bundle = measure_quietly(
         lambda: scan(ScanOptions(cpus=(measured_cpu,), duration_ns=3 * SECOND, probes=("detour",),
                                  rt=RT),
                      argv=["test"]),
-        good=listed, busy=run_delay_fraction)
+        good=listed, busy=lambda b: max(run_delay_fraction(b), host_fraction(b)))
     tick = [s for s in sources(bundle, "detour") if abs(s["frequency_hz"] - hz) <= 0.01 * hz]
     assert tick, sources(bundle, "detour")
     assert tick[0]["name"] == f"timer tick (HZ={hz})"
