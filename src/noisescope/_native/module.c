@@ -27,10 +27,16 @@ struct borrowed {
     size_t used, capacity;
 };
 
-static void borrowed_release(struct borrowed *b)
+/* Releases the buffers, not the array of views (it may be on the stack). */
+static void borrowed_release_views(struct borrowed *b)
 {
     for (size_t i = 0; i < b->used; i++)
         PyBuffer_Release(&b->views[i]);
+}
+
+static void borrowed_release(struct borrowed *b)
+{
+    borrowed_release_views(b);
     PyMem_Free(b->views);
 }
 
@@ -738,8 +744,7 @@ static PyObject *native_predict_windows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (size_t i = 0; i < b.used; i++)
-        PyBuffer_Release(&b.views[i]);
+    borrowed_release_views(&b);
     return result;
 }
 
@@ -767,8 +772,7 @@ static PyObject *native_predict_finish(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (size_t i = 0; i < b.used; i++)
-        PyBuffer_Release(&b.views[i]);
+    borrowed_release_views(&b);
     return result;
 }
 
@@ -793,8 +797,7 @@ static PyObject *native_predict_compute(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (size_t i = 0; i < b.used; i++)
-        PyBuffer_Release(&b.views[i]);
+    borrowed_release_views(&b);
     return result;
 }
 
@@ -826,8 +829,7 @@ static PyObject *native_predict_allreduce(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
-    for (size_t i = 0; i < b.used; i++)
-        PyBuffer_Release(&b.views[i]);
+    borrowed_release_views(&b);
     return result;
 }
 
