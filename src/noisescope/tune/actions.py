@@ -4,21 +4,40 @@ journal's `restore()` in `finally`, and by `noisescope cleanup` after a
 SIGKILL) and read back after it: a change the kernel did not take as asked is
 put back at once and refused (NotApplied), so the machine is as before.
 
-`tune` does not call these yet (this part is a dry run); trying the plan
-(`--measure`) will apply its runtime entries through them.
+Every runtime action of a plan is an `Action`: how it is made (through the
+journal) and what makes it persistent (a line of a file for the bundle's
+snippets). `ACTIONS` maps a plan entry's `action` name to it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..host import HostRoot
 from ..knobs import KnobJournal, read_knob
 from ..units import format_cpu_list, parse_cpu_list
+from .plan import PlanEntry
 
 
 class NotApplied(Exception):
     """A change that could not be made, or not as asked; nothing stays changed."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """How a plan entry's action is carried out.
+
+    make(journal, entry, housekeeping): the change, journalled and read back;
+    raises NotApplied (nothing left changed) when it cannot be made.
+    persist(entry, housekeeping): (file name, text) to add to that file of the
+    bundle's persistent snippets, e.g. ("sysctl.d/90-noisescope.conf",
+    "vm.stat_interval = 10\n"); the file's first line names what installs it.
+    """
+
+    make: Callable[[KnobJournal, PlanEntry, tuple[int, ...]], None]
+    persist: Callable[[PlanEntry, tuple[int, ...]], tuple[str, str]]
 
 
 def move_irq(journal: KnobJournal, irq: int, cpus: tuple[int, ...], root: str = "/") -> None:
