@@ -71,6 +71,25 @@ class HostRoot:
         return self.root.resolve() == Path("/")
 
 
+def mount_points(mounts_text: str, fstype: str) -> list[Path]:
+    """Mount points of the file systems of type `fstype` in /proc/mounts text."""
+    found = []
+    for line in mounts_text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == fstype:
+            found.append(Path(fields[1].replace("\\040", " ")))
+    return found
+
+
+def cgroup2_with_cpuset(host: HostRoot) -> str | None:
+    """Where the cgroup v2 hierarchy is mounted, if its root offers the cpuset
+    controller (not bound to a v1 hierarchy); None otherwise."""
+    for mount in mount_points(host.text("/proc/mounts") or "", "cgroup2"):
+        if "cpuset" in (host.text(f"{mount}/cgroup.controllers") or "").split():
+            return str(mount)
+    return None
+
+
 @dataclass(frozen=True)
 class Virtualization:
     hypervisor: bool

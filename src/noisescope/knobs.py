@@ -16,7 +16,12 @@ knobs and forgets the journals alike.
 
 A task's CPU affinity is journalled the same way (`change_affinity`), with
 the task's start time: a restore after the run died puts it back only on
-that task, never on a later one that got its id.
+that task, never on a later one that got its id. A directory the run creates
+(a cgroup) is journalled before it is made and removed by the restore
+(`create_directory`). A setting that lasts only while a file stays open
+(/dev/cpu_dma_latency) is held by the journal in memory (`hold`) and let go
+by the restore: the kernel drops it when the process dies, so it needs
+nothing on disk.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import errno
 import json
 import os
 import re
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +38,9 @@ from .leftovers import identity, owner_gone, process_start
 from .units import format_cpu_list, parse_cpu_list
 
 JOURNAL_DIR = Path(os.environ.get("NOISESCOPE_JOURNAL_DIR", "/run/noisescope"))
-FILE, AFFINITY = "file", "affinity"  # what a Change changes: a knob's file, a task's affinity
+# What a Change changes: a knob's file, a task's affinity, a directory it creates.
+FILE, AFFINITY, DIRECTORY = "file", "affinity", "directory"
+CREATED, ABSENT = "created", "absent"  # a DIRECTORY change's value and restore
 _JOURNAL_NAME = re.compile(r"^journal-(?P<purpose>[a-z0-9_-]+)-(?P<pid>\d+)\.json$")
 
 
@@ -47,7 +55,9 @@ class Change:
     @property
     def what(self) -> str:
         """How messages name it."""
-        return f"CPU affinity of task {self.tid}" if self.kind == AFFINITY else self.path
+        if self.kind == AFFINITY:
+            return f"CPU affinity of task {self.tid}"
+        return f"directory {self.path}" if self.kind == DIRECTORY else self.path
 
     @property
     def tid(self) -> int:
@@ -57,6 +67,10 @@ class Change:
         """Set the knob (or the task's affinity) to `value`; OSError if it cannot be."""
         if self.kind == AFFINITY:
             os.sched_setaffinity(self.tid, parse_cpu_list(value))
+        elif self.kind == DIRECTORY and value == CREATED:
+            os.mkdir(self.path, 0o755)
+        elif self.kind == DIRECTORY:
+            _remove_directory(self.path)
         else:
             write_knob(self.path, value)
 
@@ -67,6 +81,14 @@ class Change:
             return False
         self.write(self.restore)
         return True
+
+
+def _remove_directory(path: str) -> None:
+    """rmdir, also of a cgroup (whose files are not in the way); gone already is done."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
 
 
 def write_knob(path: str | os.PathLike[str], value: str) -> None:
@@ -89,6 +111,7 @@ class KnobJournal:
         self.directory = directory or JOURNAL_DIR
         self.path = self.directory / f"journal-{purpose}-{os.getpid()}.json"
         self.changes: list[Change] = []
+        self.held: dict[str, ExitStack] = {}  # name -> what lets it go (hold)
         self._on_disk = False  # a run that changed nothing never touches the directory
 
     def __enter__(self) -> KnobJournal:
@@ -119,9 +142,27 @@ class KnobJournal:
         self._make(Change(f"/proc/{tid}", format_cpu_list(cpus), format_cpu_list(original),
                           AFFINITY, start))
 
+    def create_directory(self, path: str | os.PathLike[str]) -> None:
+        """Make the directory `path` (a cgroup), journalled first; the restore
+        removes it. OSError if it cannot be made (it exists already: someone
+        else's), and nothing is journalled then."""
+        self._make(Change(str(path), CREATED, ABSENT, DIRECTORY))
+
+    def hold(self, name: str, resource: AbstractContextManager) -> object:
+        """Enter `resource` and keep it until the restore (or `revert(name)`);
+        what it gives. For what lasts while its file is open and dies with the
+        process, so it is not written to the journal on disk."""
+        stack = ExitStack()
+        value = stack.enter_context(resource)
+        self.held[name] = stack
+        return value
+
     def revert(self, path: str | os.PathLike[str]) -> None:
-        """Put one change back now and forget it (OSError, and it stays journalled,
-        if that fails)."""
+        """Put one change (or held resource) back now and forget it (OSError, and it
+        stays journalled, if that fails)."""
+        if str(path) in self.held:
+            self.held.pop(str(path)).close()
+            return
         change = next(c for c in self.changes if c.path == str(path))
         change.put_back()
         self.changes.remove(change)
@@ -131,7 +172,11 @@ class KnobJournal:
         known = any(c.path == change.path for c in self.changes)
         if not known:
             self.changes.append(change)
-            self._save()
+            try:
+                self._save()
+            except OSError:  # the journal cannot be written (not root): nothing changes
+                self.changes.pop()
+                raise
         try:
             change.write(change.value)
         except OSError:
@@ -141,7 +186,10 @@ class KnobJournal:
             raise
 
     def restore(self) -> list[str]:
-        """Put every knob back (latest first); returns what could not be restored."""
+        """Let go of what it holds, then put every knob back (latest first); returns
+        what could not be restored."""
+        while self.held:
+            self.held.popitem()[1].close()
         failed, _ = _restore(self.changes)
         self.changes = [c for c in self.changes if any(f.startswith(f"{c.what}:") for f in failed)]
         self._save()

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..host import mount_points
 from ..leftovers import identity, owner_gone, process_alive
 
 DEFAULT_MOUNTPOINT = Path("/sys/kernel/tracing")
@@ -45,12 +46,7 @@ class TracingUnavailable(Exception):
 
 def tracefs_mounts(mounts_text: str) -> list[Path]:
     """Mount points of tracefs listed in /proc/self/mounts text."""
-    found = []
-    for line in mounts_text.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and fields[2] == "tracefs":
-            found.append(Path(fields[1].replace("\\040", " ")))
-    return found
+    return mount_points(mounts_text, "tracefs")
 
 
 def _read_mounts() -> str:

@@ -21,7 +21,10 @@ shares of one CPU's cause-based entries add up to at most 100%:
 Whatever is left (host time, other softirqs, IPIs, faults) gets no entry.
 Boot-only `isolcpus` is advised with the share of the movable tasks' time
 (the same time as their affinity entries: it is another way to the same
-gain, so its share is not added to theirs). The system check's other
+gain, so its share is not added to theirs); an `isolated` cgroup v2 cpuset
+partition of the target CPUs (`cpuset-partition`), the runtime way to the
+same gain, is proposed with that time too where the kernel offers the cpuset
+controller in cgroup v2. The system check's other
 findings for the target CPUs (RT throttling, THP, idle states, ...) follow
 without a share: the attribution does not measure them.
 
@@ -36,7 +39,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..host import HostRoot, parse_interrupts
+from ..host import HostRoot, cgroup2_with_cpuset, parse_interrupts
 from ..system import ADVICE, WORKQUEUE_CPUMASK, Finding
 from ..tables import Table
 from ..units import cpumask_text, format_cpu_list, format_duration, parse_cpu_list
@@ -78,6 +81,7 @@ class PlanEntry:
     count: int | None = None  # occurrences (causes rows) in the baseline
     irq: int | None = None
     pid: int | None = None
+    cpus: str | None = None  # a system setting's target CPUs (a CPU list); None: see cpu
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -252,14 +256,36 @@ def make_plan(causes: Table, switches: Table | None, measured_ns: dict[int, int]
         plan += _boot_entries(causes.filter(mine), pids[mine], cpu, total_ns, keep, tasks,
                               findings)
     targeted = f"CPU{'s' if len(targets) > 1 else ''} {format_cpu_list(targets)}"
+    plan += _partition_entry(causes, pids, targets, keep, tasks, host)
     shown = {e.action for e in plan}
     for check, applies in SYSTEM_ACTIONS.items():
         action = check.replace(" ", "-")
         if check in findings and action not in shown:  # not already there with its evidence
             finding = findings[check]
             plan.append(PlanEntry(None, action, applies, check,
-                                  f"{finding.message} (on {targeted}): {finding.advice}"))
+                                  f"{finding.message} (on {targeted}): {finding.advice}",
+                                  cpus=format_cpu_list(targets)))
     return plan
+
+
+def _partition_entry(causes: Table, pids: np.ndarray, targets: tuple[int, ...], keep: str,
+                     tasks: dict[int, Task | None], host: HostRoot) -> list[PlanEntry]:
+    """An isolated cpuset partition of the targets, where cgroup v2 offers cpusets and
+    tasks the scheduler placed on them took time (shares of all the targets' lost time)."""
+    cgroup = cgroup2_with_cpuset(host)
+    movable = _movable_threads(causes, pids, tasks)
+    if cgroup is None or not movable.any():
+        return []
+    claim = _Claim()
+    claim.add(causes["duration_ns"][movable])
+    share = _share(claim.lost_ns, int(causes["duration_ns"].sum()))
+    cpus = format_cpu_list(targets)
+    return [PlanEntry(
+        None, "cpuset-partition", RUNTIME, f"an isolated cpuset partition of CPUs {cpus}",
+        f"other tasks the scheduler placed on CPUs {cpus} took {share:.1f}% of their lost time "
+        f"({claim.count:,} times): an isolated cpuset partition (a cgroup under {cgroup}) keeps "
+        f"them on CPUs {keep}, as isolcpus would at boot (the same time as their affinity "
+        f"entries)", share, claim.lost_ns, claim.count, cpus=cpus)]
 
 
 def _share(part_ns: int, total_ns: int) -> float:
