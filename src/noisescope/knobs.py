@@ -142,6 +142,26 @@ class KnobJournal:
         self._make(Change(f"/proc/{tid}", format_cpu_list(cpus), format_cpu_list(original),
                           AFFINITY, start))
 
+    def keep_affinities(self, tids: list[int]) -> list[str]:
+        """Journal the CPU affinity of each task in `tids` as it is, without changing
+        it, so that the restore puts it back after something else rewrote it (a
+        cpuset partition rewrites those of every task in its parent); their paths
+        (/proc/TID). Tasks gone meanwhile are left out; one write of the journal
+        for them all."""
+        known = {c.path for c in self.changes}
+        kept = []
+        for tid in tids:
+            start = process_start(tid)
+            try:
+                now = format_cpu_list(os.sched_getaffinity(tid))
+            except OSError:
+                continue
+            if start is not None and f"/proc/{tid}" not in known:
+                self.changes.append(Change(f"/proc/{tid}", now, now, AFFINITY, start))
+                kept.append(f"/proc/{tid}")
+        self._save()
+        return kept
+
     def create_directory(self, path: str | os.PathLike[str]) -> None:
         """Make the directory `path` (a cgroup), journalled first; the restore
         removes it. OSError if it cannot be made (it exists already: someone
@@ -157,16 +177,20 @@ class KnobJournal:
         self.held[name] = stack
         return value
 
-    def revert(self, path: str | os.PathLike[str]) -> None:
-        """Put one change (or held resource) back now and forget it (OSError, and it
-        stays journalled, if that fails)."""
-        if str(path) in self.held:
-            self.held.pop(str(path)).close()
-            return
-        change = next(c for c in self.changes if c.path == str(path))
-        change.put_back()
-        self.changes.remove(change)
-        self._save()
+    def revert(self, *paths: str | os.PathLike[str]) -> None:
+        """Put changes (or held resources) back now, in the order given, and forget
+        them; one write of the journal for them all (OSError, and what is left
+        stays journalled, if one fails)."""
+        try:
+            for path in map(str, paths):
+                if path in self.held:
+                    self.held.pop(path).close()
+                    continue
+                change = next(c for c in self.changes if c.path == path)
+                change.put_back()
+                self.changes.remove(change)
+        finally:
+            self._save()
 
     def _make(self, change: Change) -> None:
         known = any(c.path == change.path for c in self.changes)

@@ -13,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .guest import Step
+from .guest import HERE, Step
 
 NOISESCOPE = (sys.executable, "-m", "noisescope")
 SPINNER = ("sh", "-c", "while :; do :; done")
@@ -136,6 +136,11 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
         Step("study", (*NOISESCOPE, "run", "study.toml", "-q", "-o", "study"), timeout_s=300),
         Step("stop-tenant-a", stop="tenant-a"),
         Step("stop-tenant-b", stop="tenant-b"),
+        # tune's cpuset partition, workqueue cpumask and kernel-thread affinity on
+        # CPUs 4-5, counted by sched_switch events; last, as it changes the kernel's
+        # settings (and restores them).
+        Step("tune-settings", (sys.executable, str(HERE / "tune_settings_job.py")),
+             timeout_s=240),
         Step("smt-after", ("cat", f"{SMT}/control", "/sys/devices/system/cpu/online")),
     ]
 

@@ -244,7 +244,8 @@ def test_an_isolated_partition_the_kernel_calls_invalid_is_removed_and_refused(
         if str(path).endswith(settings.PARTITION) else real(path)))
     journal = journal_of(tmp_path)
     with pytest.raises(NotApplied, match=r"read 'isolated invalid \(Cpu list in cpuset.cpus not "
-                                         r"exclusive\)' for CPUs 2-3 \(put back\)"):
+                                         r"exclusive\)' after 'isolated' was written \(put "
+                                         r"back\)"):
         setting_actions(str(root))["cpuset-partition"].make(journal, entry("cpuset-partition"),
                                                             HOUSEKEEPING)
     assert snapshot(root) == before and journal.changes == [] and not journal.path.exists()

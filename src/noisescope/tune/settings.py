@@ -30,8 +30,10 @@ What each one changes (and what makes it persistent, `persist`):
   every other task off them and does not balance load across them. The
   cgroup is journalled as a created directory; removing it gives the CPUs
   back. The measuring threads then need to run inside that cgroup to use the
-  targets at all. On kernels before 6.2 a task pinned to the targets alone
-  is given all the remaining CPUs, and keeps them after the restore.
+  targets at all. The partition rewrites the CPU affinity of every task left
+  outside (before Linux 6.2: to all the CPUs that are left, pins and isolcpus
+  alike, and its removal does not undo that), so the affinities of all
+  movable tasks are journalled as they were first, and put back after it.
 - irqbalance: advised only (a service noisescope does not stop): refused
   with the command to run, persisted as its configuration's banned CPUs.
 Boot-only `smt` stays with smt.py (per experiment configuration).
@@ -54,7 +56,7 @@ from ..pmqos import cpu_latency_request
 from ..system import DEEP_IDLE_LATENCY_US, STAT_INTERVAL_S, WORKQUEUE_CPUMASK
 from ..units import cpumask_text, format_cpu_list, parse_cpu_list
 from .actions import Action, NotApplied
-from .plan import PlanEntry
+from .plan import PlanEntry, read_task
 
 # The bundle's snippet files the settings add lines to, each with the first line
 # that says what installs it.
@@ -130,8 +132,7 @@ class _Writes:
 
     def refuse(self, reason: str) -> NoReturn:
         """Put back what this action changed and raise NotApplied."""
-        for path in reversed(self.made):
-            self.journal.revert(path)
+        self.journal.revert(*reversed(self.made))
         put_back = " (put back)" if self.made else ""
         self.made = []
         raise NotApplied(f"{self.action}: {reason}{put_back}")
@@ -413,6 +414,17 @@ def partition_cgroup(cgroup_root: str, pid: int | None = None) -> str:
     return f"{cgroup_root}/noisescope-tune-{pid or os.getpid()}"
 
 
+def _movable_tasks(host: HostRoot) -> list[int]:
+    """Every task (thread) whose affinity can be set (not a per-CPU kernel thread)."""
+    tids = []
+    for pid in filter(str.isdigit, host.listdir("/proc")):
+        for tid in filter(str.isdigit, host.listdir(f"/proc/{pid}/task")):
+            task = read_task(host, int(tid))
+            if task is not None and not task.pinned:
+                tids.append(int(tid))
+    return tids
+
+
 def _cpuset_partition(root: str) -> Action:
     host = HostRoot(root)
 
@@ -426,6 +438,10 @@ def _cpuset_partition(root: str) -> Action:
         if "cpuset" not in read_knob(control).split():
             writes.set(control, "+cpuset", restore="-cpuset",
                        same=lambda now, value: "cpuset" in now.split())
+        # The partition rewrites the affinity of every task outside it (before
+        # Linux 6.2 to all the CPUs left, which its removal does not undo): the
+        # journal keeps them all, to be put back once the cgroup is gone.
+        writes.made += journal.keep_affinities(_movable_tasks(host))
         cgroup = host.path(partition_cgroup(cgroup_root))
         try:
             journal.create_directory(cgroup)
@@ -433,15 +449,15 @@ def _cpuset_partition(root: str) -> Action:
             writes.refuse(f"cannot make the cgroup {cgroup} ({_why(error)})")
         writes.made.append(str(cgroup))
         cpus = format_cpu_list(targets_of(entry, housekeeping, host))
-        try:  # the cgroup's own files: its removal undoes them
-            write_knob(cgroup / "cpuset.cpus", cpus)
-            write_knob(cgroup / PARTITION, "isolated")
+        try:
+            write_knob(cgroup / "cpuset.cpus", cpus)  # the cgroup's removal undoes it
         except OSError as error:
-            writes.refuse(f"the kernel refused CPUs {cpus} as an isolated partition "
-                          f"({_why(error)})")
-        now = read_knob(cgroup / PARTITION)
-        if now != "isolated":  # e.g. "isolated invalid (Cpu list in cpuset.cpus not exclusive)"
-            writes.refuse(f"{cgroup / PARTITION} read {now!r} for CPUs {cpus}")
+            writes.refuse(f"the kernel refused CPUs {cpus} for {cgroup} ({_why(error)})")
+        # Journalled, so that the restore ends the partition before the cgroup goes:
+        # ending it in the write gives the CPUs back to the other tasks at once, while
+        # a removal does it later (and would undo the affinities put back meanwhile).
+        # The kernel may read "isolated invalid (WHY)": refused.
+        writes.set(cgroup / PARTITION, "isolated", restore="member")
 
     def persist(entry, housekeeping):
         cpus = format_cpu_list(targets_of(entry, housekeeping, host))
