@@ -458,3 +458,22 @@ def test_a_journalled_directory_is_removed_by_the_restore_and_a_held_resource_le
         assert made.is_dir() and len(journal.changes) == 1
     assert not made.exists() and closed == [True] and not journal.path.exists()
     assert knobs.Change(str(made), CREATED, ABSENT, DIRECTORY).put_back()  # gone: nothing to do
+
+
+def test_kept_affinities_are_put_back_after_something_else_rewrote_them(tmp_path):
+    """What a cpuset partition does to the tasks outside it, done here by hand."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs this process may use")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        before = os.sched_getaffinity(child.pid)
+        journal = journal_of(tmp_path)
+        with journal:
+            assert journal.keep_affinities([child.pid, 2**22 + 1]) == [f"/proc/{child.pid}"]
+            assert os.sched_getaffinity(child.pid) == before  # kept, not changed
+            os.sched_setaffinity(child.pid, {cpus[0]})  # the rewrite
+        assert os.sched_getaffinity(child.pid) == before and not journal.path.exists()
+    finally:
+        child.kill()
+        child.wait()
