@@ -126,7 +126,10 @@ class _Writes:
         except OSError as error:
             self.refuse(f"cannot write {value} to {path} ({_why(error)})")
         self.made.append(str(path))
-        now = reads(read_knob(path))
+        try:
+            now = reads(read_knob(path))
+        except OSError as error:
+            self.refuse(f"cannot read {path} back ({_why(error)})")
         if not same(now, value):
             self.refuse(f"{path} read {now!r} after {value!r} was written")
 
@@ -307,7 +310,7 @@ def _idle_states(root: str) -> Action:
         said = journal.hold(entry.action, cpu_latency_request(DEEP_IDLE_LATENCY_US, str(device)))
         if str(said).startswith("skipped"):
             journal.revert(entry.action)
-            writes.refuse(f"{said.removeprefix('skipped: ')}")
+            writes.refuse(said.removeprefix("skipped: "))
         try:
             now = _dma_latency_now(device)
         except OSError as error:
