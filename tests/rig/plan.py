@@ -125,6 +125,14 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
                                  *NOISESCOPE, "cluster", "scan", "--probes", "detour",
                                  "--duration", "1s", "--no-trace", *quiet, "-o", "cluster"),
              timeout_s=240),
+        # tune's kernel-thread affinity, workqueue cpumask and cpuset partition on
+        # CPUs 4-5, counted by sched_switch events (~50 s). After the measuring
+        # steps: it restores every setting, but kernel threads that refuse affinity
+        # changes keep all CPUs, isolated ones included, once the partition is gone.
+        # Before the long experiment runs (which check placement only), where the
+        # emulated guest froze most often.
+        Step("tune-settings", (sys.executable, str(HERE / "tune_settings_job.py")),
+             timeout_s=240),
         # Sibling occupancy, core scheduling and NUMA placement (a foreign spinner on CPU 5).
         Step("spinner-5", ("taskset", "-c", "5", *SPINNER), background=True),
         Step("occupancy", (*NOISESCOPE, "run", "occupancy.toml", "-q", "-o", "occupancy"),
@@ -136,11 +144,6 @@ def rig_kernel_steps(out: Path, workload: Path) -> list[Step]:
         Step("study", (*NOISESCOPE, "run", "study.toml", "-q", "-o", "study"), timeout_s=300),
         Step("stop-tenant-a", stop="tenant-a"),
         Step("stop-tenant-b", stop="tenant-b"),
-        # tune's cpuset partition, workqueue cpumask and kernel-thread affinity on
-        # CPUs 4-5, counted by sched_switch events; last, as it changes the kernel's
-        # settings (and restores them).
-        Step("tune-settings", (sys.executable, str(HERE / "tune_settings_job.py")),
-             timeout_s=240),
         Step("smt-after", ("cat", f"{SMT}/control", "/sys/devices/system/cpu/online")),
     ]
 
