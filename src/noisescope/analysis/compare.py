@@ -97,7 +97,8 @@ SUMMARY_METRICS = {
 _NOISE_FIELD = re.compile(r"(_pct|_per_s|^p\d+_ns|^(max|mean|avg|median)_ns)$")
 _TITLES = {"noise_pct": "noise %", "detours_per_s": "detours/s", "p99_ns": "p99",
            "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max", "avg_ns": "avg",
-           "max_single_ns": "max single", "irq_per_s": "IRQs/s", "thread_per_s": "threads/s"}
+           "max_single_ns": "max single", "irq_per_s": "IRQs/s", "thread_per_s": "threads/s",
+           "targeted_pct": "targeted %"}
 
 
 def summary_metric(name: str) -> MetricInfo:
