@@ -254,7 +254,8 @@ def test_pairs_agree_only_when_every_pair_moved_that_way():
     ([("targeted_pct", "better", True), ("noise_pct", "not significant", False)],
      "targeted_pct", HELPS),
     ([("targeted_pct", "better", False)], "targeted_pct", NO_EFFECT),  # pairs disagree
-    ([("targeted_pct", "better", True), ("p99_ns", "worse", True)], "targeted_pct", HURTS),
+    ([("targeted_pct", "better", True), ("noise_pct", "worse", True)], "targeted_pct", HURTS),
+    ([("targeted_pct", "better", True), ("p99_ns", "worse", True)], "targeted_pct", HELPS),
     ([("targeted_pct", "not significant", False), ("noise_pct", "better", True)],
      "targeted_pct", NO_EFFECT),  # noise fell, but not through the cause it moved
     ([("noise_pct", "better", True)], "noise_pct", HELPS),

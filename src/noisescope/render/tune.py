@@ -105,5 +105,5 @@ def trials_table(trials: list[dict]) -> RichTable | None:
             said = trial["verdict"] or "-"
             table.add_row(trial["trial"], "-" if cpu is None else str(cpu),
                           _tested(metrics.get("noise_pct")), _tested(metrics.get("targeted_pct")),
-                          f"{said}: {', '.join(worse)} worse" if worse else said, state)
+                          f"{said} ({', '.join(worse)} worse)" if worse else said, state)
     return table

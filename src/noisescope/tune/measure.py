@@ -20,10 +20,12 @@ and goes for seconds spans several), so a change counts only where every
 pair of rounds moved the same way too (`pairs_agree`): a real effect does
 that, a burst in one round does not.
 
-The verdict: "hurts" if any metric got significantly worse in agreement
-with every pair; else "helps" if the deciding metric (the targeted share, or
-noise % for an action with no cause of its own) got significantly better in
-agreement with every pair; else "no effect".
+The verdict: "hurts" if the time lost (noise %) or the deciding metric (the
+targeted share, or noise % for an action with no cause of its own) got
+significantly worse in agreement with every pair; else "helps" if the
+deciding metric got significantly better so; else "no effect". The tails and
+the rate (p99, max, detours/s) do not decide: each is tested and reported
+(a false alarm on one of four would otherwise call a good change bad).
 """
 
 from __future__ import annotations
@@ -263,8 +265,11 @@ def pairs_agree(rounds: list[dict], cpu: int, metric: str, direction: str) -> bo
 
 
 def verdict(rows: list[dict], deciding: str) -> str:
-    """hurts / helps / no effect, from the comparison rows of one trial."""
-    if any(r["verdict"] == "worse" and r["pairs_agree"] for r in rows):
+    """hurts / helps / no effect, from the comparison rows of one trial. Only the
+    time lost (noise %) and the deciding metric decide; the tails and the rate
+    (p99, max, detours/s) are reported beside it, each with its own test."""
+    decides = ("noise_pct", deciding)
+    if any(r["metric"] in decides and r["verdict"] == "worse" and r["pairs_agree"] for r in rows):
         return HURTS
     if any(r["metric"] == deciding and r["verdict"] == "better" and r["pairs_agree"]
            for r in rows):
