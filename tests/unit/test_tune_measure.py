@@ -316,3 +316,20 @@ def test_kept_changes_survive_cleanup_and_are_put_back_by_restore_kept(tmp_path)
     assert knob.read_text() == "after"
     assert restore_kept(tmp_path / "journals") == ([f"{knob} = before"], [])
     assert knob.read_text() == "before" and kept_journals(tmp_path / "journals") == []
+
+
+def test_compare_of_tune_bundles_leaves_out_the_plan_and_the_rounds():
+    """A tune bundle's plan (shares of candidates) and rounds (the trials' own
+    configurations) are not measurements of the bundle's configuration."""
+    from noisescope.analysis.compare import compare
+
+    def tune_bundle(label: str, noise: float) -> Bundle:
+        summaries = {"detour": [{"cpu": CPU, "noise_pct": noise}],
+                     "plan": [{"cpu": CPU, "share_pct": 40.0}],
+                     "rounds": [{"cpu": CPU, "noise_pct": 9.0, "targeted_pct": 1.0}]}
+        return Bundle(new_manifest("tune", label=label, started_utc=utc_now(), complete=True,
+                                   parameters={}, summaries=summaries, warnings=[], argv=[]))
+
+    comparison = compare([tune_bundle("a", 1.0), tune_bundle("b", 2.0)])
+    assert comparison.workloads == ["detour"]
+    assert [r.stats.median for r in comparison.rows_of("detour", "noise_pct")] == [1.0, 2.0]

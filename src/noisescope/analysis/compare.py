@@ -370,10 +370,18 @@ def _workload_metrics(bundle: Bundle, workload: str) -> set[str]:
             for m in w.get("metrics", [])}
 
 
+# Per-CPU summaries that are not a measurement of the bundle's configuration: a
+# tune bundle's plan (candidates' shares) and its trials' rounds (other
+# configurations, compared inside the bundle).
+NOT_COMPARED = ("plan", "rounds")
+
+
 def _summary_observations(bundle: Bundle, selection: MetricSelection, per_cpu: bool,
                           obs: _Observations) -> None:
     config = configuration_name(bundle)
     for probe, rows in bundle.summaries.items():
+        if probe in NOT_COMPARED:
+            continue
         rows = [r for r in rows if isinstance(r, dict) and "cpu" in r]
         if not rows:
             continue

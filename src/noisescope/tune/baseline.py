@@ -51,7 +51,8 @@ CAUSE_COLUMNS = {"cpu": np.int32, "start_ns": np.int64, "cause": object, "detail
 
 PLAN, MEASURE, APPLY = "plan", "measure", "apply"  # what tune does after the baseline
 PERSISTENT = "persistent"  # the bundle's directory of snippets
-ONLY_TOKEN = re.compile(r"^((irq|pid):\d+|[a-z][a-z0-9_.:-]*)$")
+ONLY_TOKEN = re.compile(r"^((irq|pid):\d+|[a-z][a-z0-9_.-]*)$")
+MAX_PAIRS = 1000
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class TuneOptions:
                              f"{option('only', 'irq:36,pid:1234,vm.stat_interval')}")
         if self.mode == PLAN:
             return
+        if self.rounds > MAX_PAIRS:
+            raise UsageError(f"{option('rounds')} {self.rounds} is too many",
+                             f"give at most {MAX_PAIRS} pairs of rounds")
         if self.rounds < 2:
             raise UsageError(f"{option('rounds')} {self.rounds} is too few: one pair of rounds "
                              "cannot tell a change from the machine's drift",
