@@ -325,6 +325,7 @@ class Rounds:
     def run(self, trial: Trial) -> TrialResult:
         result = TrialResult(trial)
         targeted = Targeted(trial.entries, self.host)
+        self.say(f"trying {trial.name}: {2 * self.pairs} rounds")
         for pair, phase in round_phases(self.pairs):
             if self.stopped:
                 result.status = "interrupted" if result.rounds else "not run (interrupted)"
