@@ -126,7 +126,7 @@ KINDS = {
               ["oslat"], ["imported: oslat"]),
     "sysjitter": (_importer("sysjitter", "summary.txt"), ["Detours (CPU taken away", "imported"],
                   [], ["imported: sysjitter"]),
-    "tune": (_tune, ["Tuning plan</", "Detours (CPU taken away",
+    "tune": (_tune, ["Tuning plan", "Detours (CPU taken away",
                      "System check"], ["detours-time"], ["Tuning plan"]),
     "prediction": (_prediction, ["Predicted slowdown at scale", "Predicted run time (simulation",
                                  "Knee P*", "est. slowdown"], ["slowdown"],

@@ -133,7 +133,7 @@ class RoundResult:
     metrics, lost time per cause, and a histogram of detour lengths."""
 
     rows: list[dict]
-    slices: list[dict]  # one dict per slice: {"cpu": ..., metrics...} rows under key "rows"
+    slices: list[dict]  # per slice and CPU: slice (its index), cpu and the METRICS (+ TARGETED)
     causes: list[dict]
     histogram: list[dict]
     complete: bool
@@ -375,7 +375,8 @@ class Rounds:
             try:
                 action_for(entry).make(journal, entry, self.housekeeping)
             except NotApplied as why:
-                self.say(f"not applied: {why}")
+                if result is None or len(result.trial.entries) > 1:
+                    self.say(f"not applied: {why}")
                 if result is not None:
                     if not any(n.startswith(f"{entry.source}: ") for n in result.not_applied):
                         result.not_applied.append(f"{entry.source}: {why}")
