@@ -320,10 +320,12 @@ def test_measure_moves_the_hog_measures_its_share_gone_and_restores_everything(t
     assert trial["status"] == "measured" and trial["rounds"] == 4 and trial["kept"] is None
     share = _targeted(trial, target)
     # Ground truth: the hog asks for 300 us every 5 ms, 6% of the CPU; a busy machine
-    # gives it less (the dry-run test above saw half and more), and a detour can hold a
-    # little more than its run (the switches around it): at most 7%. Moved to the
-    # housekeeping CPU, it cannot run on the target at all: exactly 0.
-    assert 1.0 <= share["before_median"] <= 7.0
+    # gives it less (the dry-run test above saw half and more). Its time on the CPU is
+    # its run plus its wakeup and the two switches around it (about 30 us on this VM,
+    # docs: a 45 us injection shows as a 74 us detour; up to 60 us seen here when busy):
+    # with 100 us allowed, (300 + 100) / 5000 = 8%. Moved to the housekeeping CPU, it
+    # cannot run on the target at all: exactly 0.
+    assert 1.0 <= share["before_median"] <= 8.0
     assert share["after_median"] == 0
     assert all(r["targeted_ns"] == 0 for r in bundle.summaries["rounds"]
                if r["trial"] == trial["trial"] and r["phase"] == "changed")

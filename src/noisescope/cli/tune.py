@@ -14,8 +14,7 @@ from ..render.tune import plan_table, trials_table
 from ..tune import TuneOptions, restore_applied, tune
 from ..tune.baseline import APPLY, MEASURE, PLAN
 from ..tune.measure import DEFAULT_PAIRS
-from ..units import format_cpu_list, format_duration, parse_count, parse_cpu_list, \
-    parse_positive_duration
+from ..units import format_cpu_list, format_duration, parse_count, parse_cpu_list, parse_positive_duration
 from .common import EXIT_INTERRUPTED, Progress, stderr, stdout
 
 EXAMPLES = """

@@ -115,9 +115,6 @@ class Targeted:
             self._tids.add(pid)
             self._tids.update(int(t) for t in host.listdir(f"/proc/{pid}/task") if t.isdigit())
 
-    def __bool__(self) -> bool:
-        return bool(self.irqs or self.pids)
-
     def rows(self, causes: Table, switches: Table | None) -> tuple[Table, np.ndarray]:
         """`causes` (split among tasks) and the mask of the rows claimed."""
         split, tids = task_rows(causes, switches, self.host)
@@ -169,15 +166,17 @@ def summarise_round(bundle: Bundle, cpus: tuple[int, ...], targeted: Targeted,
         measured = int((ends - starts).sum())
         lengths = detours["duration_ns"][detours["cpu"] == cpu]
         where = _measured_position(starts, ends, detours["start_ns"][detours["cpu"] == cpu])
-        count = max(1, round(measured / SLICE_NS))
-        edges = np.linspace(0, measured, count + 1)
-        slice_of = np.clip(np.searchsorted(edges, where, side="right") - 1, 0, count - 1)
+        # slices as near SLICE_NS as they divide the round (none in a round cut
+        # shorter than half of one: too short to stand beside the others)
+        slices = round(measured / SLICE_NS)
+        edges = np.linspace(0, measured, slices + 1)
+        slice_of = np.clip(np.searchsorted(edges, where, side="right") - 1, 0, max(slices - 1, 0))
         if causes is not None:
             on_cpu = causes["cpu"] == cpu
             target_ns = causes["duration_ns"][on_cpu & claimed]
             target_at = _measured_position(starts, ends, causes["start_ns"][on_cpu & claimed])
             target_slice = np.clip(np.searchsorted(edges, target_at, side="right") - 1, 0,
-                                   count - 1)
+                                   max(slices - 1, 0))
             for cause in sorted(set(causes["cause"][on_cpu].tolist())):
                 rows = on_cpu & (causes["cause"] == cause)
                 result.causes.append({**labels, "cpu": cpu, "cause": cause,
@@ -194,7 +193,7 @@ def summarise_round(bundle: Bundle, cpus: tuple[int, ...], targeted: Targeted,
         result.histogram += [{**labels, "cpu": cpu, "lower_ns": int(HISTOGRAM_EDGES_NS[i]),
                               "upper_ns": int(HISTOGRAM_EDGES_NS[i + 1]), "count": int(counts[i])}
                              for i in np.flatnonzero(counts)]
-        for index in range(count):
+        for index in range(slices):
             span = float(edges[index + 1] - edges[index])
             inside = lengths[slice_of == index]
             row = {"slice": index, "cpu": cpu, "noise_pct": 100 * float(inside.sum()) / span,
@@ -310,11 +309,11 @@ class Rounds:
     /run/noisescope), each read back (NotApplied: the trial is skipped)."""
 
     def __init__(self, cpus: tuple[int, ...], housekeeping: tuple[int, ...], pairs: int,
-                 measure_round: Callable[[], Bundle], host: HostRoot = HostRoot("/"),
+                 measure_round: Callable[[], Bundle], host: HostRoot | None = None,
                  journal_dir=None, say: Callable[[str], None] = lambda line: None):
         self.cpus, self.housekeeping, self.pairs = cpus, housekeeping, pairs
         self.measure_round, self.host, self.journal_dir, self.say = (
-            measure_round, host, journal_dir, say)
+            measure_round, host or HostRoot("/"), journal_dir, say)
         self.rounds_run = 0
         self.restore_failures: list[str] = []
 
