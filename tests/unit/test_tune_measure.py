@@ -333,3 +333,38 @@ def test_compare_of_tune_bundles_leaves_out_the_plan_and_the_rounds():
     comparison = compare([tune_bundle("a", 1.0), tune_bundle("b", 2.0)])
     assert comparison.workloads == ["detour"]
     assert [r.stats.median for r in comparison.rows_of("detour", "noise_pct")] == [1.0, 2.0]
+
+
+def test_apply_keeps_what_helped_writes_its_snippets_and_hands_its_journal_over(
+        machine, tmp_path, monkeypatch):
+    """tune() with --apply on the fake machine (its scans, its plan): the IRQ move
+    helps and stays, the hurting setting is put back; the bundle holds the trials
+    and persistent/; the kept journal is the one restore_kept() puts back."""
+    from noisescope.host import read_host_facts
+    from noisescope.tune import baseline
+
+    boot = PlanEntry(CPU, "boot:nohz_full", "boot", "nohz_full", "", 10.0)
+    monkeypatch.setattr(baseline, "is_root", lambda: True)
+    monkeypatch.setattr(baseline, "scan", lambda options, **kwargs: machine.scan())
+    monkeypatch.setattr(baseline, "plan_bundle", lambda *args, **kwargs: [IRQ, HURTING, boot])
+    monkeypatch.setattr(baseline, "action_for", measure.action_for)  # the fake actions
+    options = baseline.TuneOptions(cpus=(CPU,), duration_ns=ROUND_NS, mode=baseline.APPLY,
+                                   rounds=2)
+    result = baseline.tune(options, facts=read_host_facts(FIXTURE),
+                           destination=tmp_path / "applied", journal_dir=machine.journals)
+    assert [(t.trial.name, t.verdict) for t in result.trials] == [
+        (IRQ.source, HELPS), (HURTING.source, HURTS)]
+    assert result.kept == [IRQ] and read_knob(machine.irq_knob) == "0"  # kept
+    assert read_knob(machine.hurt_knob) == "0"  # put back
+    assert result.kept_journal == machine.journals / f"kept-tune-{os.getpid()}.json"
+    written = tmp_path / "applied"
+    assert sorted(p.name for p in (written / "persistent").iterdir()) == [
+        "irq-affinity.sh", "kernel-cmdline.txt"]
+    assert (written / "persistent" / "irq-affinity.sh").read_text().endswith("irq 36\n")
+    assert (written / "persistent" / "kernel-cmdline.txt").read_text().endswith("nohz_full=1\n")
+    summaries = result.bundle.summaries
+    assert [(t["trial"], t["kept"]) for t in summaries["trials"]] == [
+        (IRQ.source, True), (HURTING.source, False)]
+    assert len(summaries["rounds"]) == 8 and result.bundle.complete
+    assert restore_kept(machine.journals) == ([f"{machine.irq_knob} = 0-1"], [])
+    assert read_knob(machine.irq_knob) == "0-1" and not machine.journal_exists()

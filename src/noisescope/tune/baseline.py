@@ -164,7 +164,11 @@ def tune(options: TuneOptions, *, facts: HostFacts | None = None,
                 result.restore_failures = rounds.restore_failures
                 if options.mode == APPLY and not rounds.stopped:
                     result.kept = rounds.make(applied, kept_entries(result.trials))
-                    bundle.files = persistent_files(result.kept, plan, keep)
+                    if rounds.stopped:  # a signal while they were made: keep nothing
+                        result.restore_failures += applied.restore()
+                        result.kept = []
+                    else:
+                        bundle.files = persistent_files(result.kept, plan, keep)
                 record_trials(bundle, result, options)
             if destination is not None:
                 bundle.write(destination)
