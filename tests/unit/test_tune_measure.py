@@ -368,3 +368,14 @@ def test_apply_keeps_what_helped_writes_its_snippets_and_hands_its_journal_over(
     assert len(summaries["rounds"]) == 8 and result.bundle.complete
     assert restore_kept(machine.journals) == ([f"{machine.irq_knob} = 0-1"], [])
     assert read_knob(machine.irq_knob) == "0-1" and not machine.journal_exists()
+    # the report's before/after figures: a panel per trial; the IRQ's bar goes from
+    # 200/s x 20 us = 4 ms per second to nothing
+    from noisescope.render import plots
+
+    causes = plots.tune_lost_time([result.bundle])
+    detours = plots.tune_detour_cdfs([result.bundle])
+    assert [f.key for f in causes + detours] == ["tune-causes", "tune-detours"]
+    panels = causes[0].figure.axes
+    assert len(panels) == 2 and panels[0].get_title(loc="left").startswith(IRQ.source)
+    irq_bars = next(c for c in panels[0].containers if c.get_label() == "irq")
+    assert [round(bar.get_width(), 6) for bar in irq_bars] == [IRQ_RATE * IRQ_NS / 1e6, 0]
