@@ -55,6 +55,7 @@ IRQ = PlanEntry(CPU, "irq-affinity", "runtime", "IRQ 36 virtio1-req.0", "fired",
                 irq=36)
 HURTING = PlanEntry(None, "hurting", "runtime", "hurting", "a setting that adds noise")
 NEUTRAL = PlanEntry(None, "neutral", "runtime", "neutral", "a setting that changes nothing")
+QUIETING = PlanEntry(None, "quieting", "runtime", "quieting", "a setting that halves the background")
 
 
 class Machine:
@@ -68,6 +69,8 @@ class Machine:
         self.hurt_knob.write_text("0\n")
         self.neutral_knob = tmp_path / "neutral"
         self.neutral_knob.write_text("0\n")
+        self.quiet_knob = tmp_path / "quieting"
+        self.quiet_knob.write_text("0\n")
         self.journals = tmp_path / "journals"
         self.events: list[str] = []
         self.rng = np.random.default_rng(7)
@@ -82,7 +85,8 @@ class Machine:
         return {"irq-affinity": Action(
                     lambda journal, entry, keep: move_irq(journal, entry.irq, keep, str(self.root)),
                     lambda entry, keep: ("irq-affinity.sh", f"irq {entry.irq}\n")),
-                "hurting": knob(self.hurt_knob), "neutral": knob(self.neutral_knob)}
+                "hurting": knob(self.hurt_knob), "neutral": knob(self.neutral_knob),
+                "quieting": knob(self.quiet_knob)}
 
     def journal_exists(self) -> bool:
         return self.journals.is_dir() and any(self.journals.iterdir())
@@ -92,18 +96,20 @@ class Machine:
         irq_here = CPU in {int(c) for c in read_knob(self.irq_knob).replace("-", ",").split(",")} \
             or read_knob(self.irq_knob) == "0-1"
         hurting = read_knob(self.hurt_knob) == "1"
+        quiet = read_knob(self.quiet_knob) == "1"
         self.events.append(f"scan irq={'on' if irq_here else 'off'} hurt={int(hurting)} "
-                           f"journal={int(self.journal_exists())}")
+                           f"journal={int(self.journal_exists())}"
+                           + (" quiet=1" if quiet else ""))
         if number == self.fail_on_scan:
             raise RuntimeError("the scan broke")
         complete = True
         if number == self.signal_on_scan:
             os.kill(os.getpid(), signal.SIGTERM)  # counted by interrupts, not raised
             complete = False  # as a scan whose probe the signal stopped
-        return self.bundle(irq_here, hurting, complete)
+        return self.bundle(irq_here, hurting, complete, quiet)
 
-    def bundle(self, irq_here: bool, hurting: bool, complete: bool) -> Bundle:
-        count = self.rng.poisson(BACKGROUND_RATE * ROUND_NS / 1e9)
+    def bundle(self, irq_here: bool, hurting: bool, complete: bool, quiet: bool = False) -> Bundle:
+        count = self.rng.poisson(BACKGROUND_RATE * ROUND_NS / 1e9 / (2 if quiet else 1))
         starts = list(self.rng.integers(0, ROUND_NS - 20_000, count))
         lengths = list(self.rng.integers(2_000, 10_000, count))
         causes = ["unexplained"] * count
@@ -379,3 +385,22 @@ def test_apply_keeps_what_helped_writes_its_snippets_and_hands_its_journal_over(
     assert len(panels) == 2 and panels[0].get_title(loc="left").startswith(IRQ.source)
     irq_bars = next(c for c in panels[0].containers if c.get_label() == "irq")
     assert [round(bar.get_width(), 6) for bar in irq_bars] == [IRQ_RATE * IRQ_NS / 1e6, 0]
+
+
+def test_the_actions_that_helped_are_then_tried_together(machine):
+    """The IRQ's move and a setting that halves the background both help alone;
+    together (one journal, both made before the round, both put back) they are the
+    combination trial, judged on the IRQ's share too."""
+    from noisescope.tune.baseline import try_plan
+
+    trials = trials_of([IRQ, QUIETING], (CPU,))
+    results = try_plan(rounds_of(machine, pairs=2), trials)
+    assert [(r.trial.name, r.verdict) for r in results] == [
+        (IRQ.source, HELPS), (QUIETING.source, HELPS), ("combination", HELPS)]
+    together = results[-1]
+    assert together.trial.entries == (IRQ, QUIETING)
+    assert machine.events[-4:] == ["scan irq=on hurt=0 journal=0",
+                                   "scan irq=off hurt=0 journal=1 quiet=1"] * 2
+    assert metric(together, "targeted_pct")["after_median"] == 0
+    assert read_knob(machine.irq_knob) == "0-1" and read_knob(machine.quiet_knob) == "0"
+    assert not machine.journal_exists()
