@@ -1,8 +1,8 @@
 """`noisescope tune`: check -> traced baseline scan of the target CPUs (detour
 probe) -> plan -> (--measure, --apply: the trials of measure.py; --apply then
 makes the changes that helped again and keeps them) -> bundle of kind `tune`
-(the baseline with the plan in `summaries["plan"]`; the rounds, the
-comparison and the trials' verdicts; the persistent snippets in
+(the baseline with the plan in `summaries["plan"]`; the trials with their
+comparison and verdict, every round's summary; the persistent snippets in
 `persistent/`).
 
 The dry run is read-only: the only thing it writes is the bundle; the scan's
