@@ -114,7 +114,8 @@ def _print_trials(result, mode: str) -> None:
         say("could NOT put back: " + "; ".join(result.restore_failures)
             + " (noisescope cleanup retries from the journal)")
     if mode == MEASURE:
-        say("every change was put back")
+        if not result.restore_failures:
+            say("every change was put back")
         return
     if result.kept:
         say("kept: " + ", ".join(e.source for e in result.kept)
