@@ -122,7 +122,8 @@ def _print_trials(result, mode: str) -> None:
             + f" (journal {result.kept_journal}); put back with: noisescope tune --restore")
         say("what makes them last across boots: persistent/ in the bundle")
     else:
-        say("kept nothing (no change helped); everything was put back")
+        why = "interrupted" if not result.bundle.complete else "no change helped"
+        say(f"kept nothing ({why}); everything was put back")
 
 
 def _restore(cpus) -> int:
