@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from .. import interrupts
 from ..bundle import default_output
 from ..errors import UsageError, option
 from ..host import live_host_facts
@@ -122,7 +123,7 @@ def _print_trials(result, mode: str) -> None:
             + f" (journal {result.kept_journal}); put back with: noisescope tune --restore")
         say("what makes them last across boots: persistent/ in the bundle")
     else:
-        why = "interrupted" if not result.bundle.complete else "no change helped"
+        why = "interrupted" if interrupts.interrupted() else "no change helped"
         say(f"kept nothing ({why}); everything was put back")
 
 

@@ -156,7 +156,7 @@ def tune(options: TuneOptions, *, facts: HostFacts | None = None,
         result = TuneResult(bundle, keep, plan)
         applied = KnobJournal("tune", journal_dir)
         try:
-            if options.mode != PLAN and bundle.complete:
+            if options.mode != PLAN and not interrupts.interrupted():
                 rounds = Rounds(targets, keep, options.rounds, lambda: scan(
                     replace(baseline, duration_ns=options.round_ns), facts=facts, kind="tune"),
                     journal_dir=journal_dir, say=say)
