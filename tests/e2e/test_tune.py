@@ -357,16 +357,31 @@ def _wait_until_moved(tune: subprocess.Popen, hog: int, housekeeping: int) -> No
         time.sleep(0.05)
 
 
+def _wait_until_sampling(tune: subprocess.Popen, cpu: int) -> None:
+    """Until tune's detour sampler thread on `cpu` runs (the native core names it
+    ns-detour/CPU): the round's scan has set up and measures."""
+    deadline = time.monotonic() + 60
+    while True:
+        names = [HostRoot("/").text(f"/proc/{tune.pid}/task/{tid}/comm") or ""
+                 for tid in HostRoot("/").listdir(f"/proc/{tune.pid}/task")]
+        if f"ns-detour/{cpu}" in names:
+            return
+        assert tune.poll() is None, tune.communicate()
+        assert time.monotonic() < deadline, "the round never started measuring"
+        time.sleep(0.02)
+
+
 @needs_root
 def test_sigterm_mid_round_restores_and_keeps_what_was_measured(tmp_path, hog_on_target):
     hog, target, housekeeping, irq, env = hog_on_target
     before = machine_state(hog.pid)
-    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "2s",
+    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
                           "--only", f"pid:{hog.pid}", "-q", "-o", str(tmp_path / "stopped")], env)
     tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
                             **kwargs)
     _wait_until_moved(tune, hog.pid, housekeeping)
-    time.sleep(0.5)  # inside the changed round's scan
+    _wait_until_sampling(tune, target)
+    time.sleep(0.3)  # inside the changed round's measurement (1 s)
     tune.send_signal(signal.SIGTERM)
     out, err = tune.communicate(timeout=120)
     after = machine_state(hog.pid)
@@ -385,7 +400,7 @@ def test_sigterm_mid_round_restores_and_keeps_what_was_measured(tmp_path, hog_on
 def test_sigkill_mid_round_then_cleanup_restores(tmp_path, hog_on_target):
     hog, target, housekeeping, irq, env = hog_on_target
     before = machine_state(hog.pid)
-    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "2s",
+    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
                           "--only", f"pid:{hog.pid}", "-q", "-o", str(tmp_path / "killed")], env)
     tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
                             **kwargs)

@@ -76,6 +76,7 @@ class Machine:
         self.rng = np.random.default_rng(7)
         self.fail_on_scan: int | None = None  # raise in this scan (counted from 0)
         self.signal_on_scan: int | None = None  # SIGTERM to ourselves during this scan
+        self.stop_before_scan: int | None = None  # ... before this one measured anything
         self.scans = 0
 
     def actions(self) -> dict[str, Action]:
@@ -102,6 +103,9 @@ class Machine:
                            + (" quiet=1" if quiet else ""))
         if number == self.fail_on_scan:
             raise RuntimeError("the scan broke")
+        if number == self.stop_before_scan:  # as scan() does when a signal came before it
+            os.kill(os.getpid(), signal.SIGTERM)  # measured anything
+            raise KeyboardInterrupt
         complete = True
         if number == self.signal_on_scan:
             os.kill(os.getpid(), signal.SIGTERM)  # counted by interrupts, not raised
@@ -241,6 +245,17 @@ def test_sigterm_mid_round_stops_the_trials_and_restores(machine):
     assert read_knob(machine.irq_knob) == "0-1" and not machine.journal_exists()
     # what was measured is judged: two pairs
     assert metric(first, "targeted_pct")["slices_after"] == 8
+
+
+def test_sigterm_before_a_changed_round_measured_anything_keeps_the_rounds_before(machine):
+    """scan() raises KeyboardInterrupt when a signal came before it measured: the
+    trial ends there, the change is put back, the rounds before are kept."""
+    machine.stop_before_scan = 3
+    with interrupts.handled(), interrupts.keeping():
+        result = rounds_of(machine).run(Trial(IRQ.source, (IRQ,), (CPU,)))
+    assert result.status == "interrupted" and len(result.rounds) == 3
+    assert result.verdict == HELPS  # one pair of changed slices against two baseline rounds
+    assert read_knob(machine.irq_knob) == "0-1" and not machine.journal_exists()
 
 
 def test_pairs_agree_only_when_every_pair_moved_that_way():

@@ -331,12 +331,14 @@ class Rounds:
                 break
             labels = {"trial": trial.name, "phase": phase, "pair": pair,
                       "round": self.rounds_run}
-            if phase == BASELINE:
-                bundle = self.measure_round()
-            else:
-                bundle = self._changed_round(trial, result)
-                if bundle is None:
-                    break
+            try:
+                bundle = (self.measure_round() if phase == BASELINE
+                          else self._changed_round(trial, result))
+            except KeyboardInterrupt:  # a signal before the scan measured anything
+                result.status = "interrupted"
+                break
+            if bundle is None:  # the change was not made
+                break
             self.rounds_run += 1
             done = summarise_round(bundle, self.cpus, targeted, labels)
             del bundle
