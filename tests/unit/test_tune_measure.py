@@ -322,6 +322,22 @@ def test_persistent_files_hold_the_kept_changes_and_the_boot_advice():
     assert persistent_files([], [IRQ], (0,)) == {}
 
 
+def test_a_kept_settings_boot_line_and_the_boot_advice_share_one_file(monkeypatch):
+    """A setting that persists as a kernel parameter (clocksource=tsc) and the boot
+    advice go to the same kernel-cmdline.txt, under one header (given here, as a
+    module of settings may give it, without its line end)."""
+    from noisescope.tune import actions, baseline
+
+    clock = PlanEntry(None, "clocksource", "runtime", "clocksource", "")
+    monkeypatch.setattr(baseline, "action_for", lambda entry: Action(
+        None, lambda entry, keep: ("kernel-cmdline.txt", "clocksource=tsc\n")))
+    monkeypatch.setitem(actions.SNIPPET_HEADERS, "kernel-cmdline.txt", "# add to the cmdline")
+    boot = PlanEntry(1, "boot:nohz_full", "boot", "nohz_full", "", 1.0)
+    files = persistent_files([clock], [clock, boot], (0,))
+    assert files == {"persistent/kernel-cmdline.txt":
+                     "# add to the cmdline\nclocksource=tsc\nnohz_full=1\n"}
+
+
 def test_kept_changes_survive_cleanup_and_are_put_back_by_restore_kept(tmp_path):
     knob = tmp_path / "knob"
     knob.write_text("before\n")

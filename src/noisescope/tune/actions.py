@@ -171,10 +171,14 @@ def action_for(entry: PlanEntry) -> Action | None:
 
 
 def snippet_files(lines: list[tuple[str, str]]) -> dict[str, str]:
-    """(file, text) pairs gathered per file, each file under its header."""
+    """(file, text) pairs gathered per file, each file under its header (a header
+    given without its line end gets one)."""
     files: dict[str, str] = {}
     for name, text in lines:
-        files[name] = files.get(name, SNIPPET_HEADERS.get(name, "")) + text
+        if name not in files:
+            header = SNIPPET_HEADERS.get(name, "")
+            files[name] = header + ("\n" if header and not header.endswith("\n") else "")
+        files[name] += text
     return files
 
 

@@ -201,11 +201,11 @@ def persistent_files(kept: list[PlanEntry], plan: list[PlanEntry],
                      housekeeping: tuple[int, ...]) -> dict[str, str]:
     """The bundle's persistent/ snippets: what makes the kept changes last, and
     the kernel command line the plan advises."""
-    files = snippet_files([action_for(e).persist(e, housekeeping) for e in kept])
+    lines = [action_for(e).persist(e, housekeeping) for e in kept]
     cmdline = kernel_cmdline(plan)
-    if cmdline is not None:
-        files.update(snippet_files([(KERNEL_CMDLINE, cmdline)]))
-    return {f"{PERSISTENT}/{name}": text for name, text in files.items()}
+    if cmdline is not None:  # after any kept setting's own line there (clocksource=tsc)
+        lines.append((KERNEL_CMDLINE, cmdline))
+    return {f"{PERSISTENT}/{name}": text for name, text in snippet_files(lines).items()}
 
 
 def record_trials(bundle: Bundle, result: TuneResult, options: TuneOptions) -> None:
