@@ -53,6 +53,8 @@ class Bundle:
         self.manifest = manifest
         self.path = path
         self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
+        # other files written with it: relative path -> text (tune's persistent/ snippets)
+        self.files: dict[str, str] = {}
         # rows read from tables on first use
         self._summaries: _SummaryRows | None = None
         self._findings: list[dict] | None = None
@@ -207,6 +209,9 @@ class Bundle:
             if release_tables:
                 self._park(partial / PARKED)
             left_out = self._write_tables(partial, to_make, given_up)
+            for name, text in self.files.items():
+                (partial / name).parent.mkdir(parents=True, exist_ok=True)
+                (partial / name).write_text(text)
             if left_out and frame is not None:
                 self._leave_out(left_out, Code.INTERRUPTED, "an interrupt came before they were "
                                                             "written")

@@ -29,6 +29,7 @@ class Code(str, Enum):
     RANK_MISSING = "rank_missing"
     MISALIGNED = "misaligned"
     WRITE_FAILED = "write_failed"
+    RESTORE_FAILED = "restore_failed"
 
 
 HINTS = {
@@ -56,6 +57,8 @@ HINTS = {
     Code.MISALIGNED: "ranks did not measure at the same moments; a loaded node starts late "
                      "(use --rt, or a longer --timeout if set-up is slow)",
     Code.WRITE_FAILED: "make room (or grant permission) where the output goes, or choose another -o",
+    Code.RESTORE_FAILED: "the journal in /run/noisescope keeps the original value: run "
+                         "noisescope cleanup as root to put it back",
 }
 
 

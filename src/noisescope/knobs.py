@@ -22,6 +22,10 @@ that task, never on a later one that got its id. A directory the run creates
 (/dev/cpu_dma_latency) is held by the journal in memory (`hold`) and let go
 by the restore: the kernel drops it when the process dies, so it needs
 nothing on disk.
+
+Changes a user asked to keep (`noisescope tune --apply`) are handed over with
+`keep()`: the journal becomes kept-PURPOSE-PID.json, which `restore_leftovers`
+leaves alone; `restore_kept()` (`noisescope tune --restore`) puts them back.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ JOURNAL_DIR = Path(os.environ.get("NOISESCOPE_JOURNAL_DIR", "/run/noisescope"))
 FILE, AFFINITY, DIRECTORY = "file", "affinity", "directory"
 CREATED, ABSENT = "created", "absent"  # a DIRECTORY change's value and restore
 _JOURNAL_NAME = re.compile(r"^journal-(?P<purpose>[a-z0-9_-]+)-(?P<pid>\d+)\.json$")
+_KEPT_NAME = re.compile(r"^kept-(?P<purpose>[a-z0-9_-]+)-(?P<pid>\d+)\.json$")
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,17 @@ class KnobJournal:
         self._save()
         return failed
 
+    def keep(self) -> Path | None:
+        """Hand every change over to a later `restore_kept()`: the journal is renamed
+        kept-PURPOSE-PID.json (never restored merely because this process is gone)
+        and this journal forgets it. Returns the kept journal (None: nothing changed)."""
+        if not self.changes:
+            return None
+        kept = self.directory / ("kept-" + self.path.name.removeprefix("journal-"))
+        os.replace(self.path, kept)
+        self.changes, self._on_disk = [], False
+        return kept
+
     def _save(self) -> None:
         if not self.changes:
             if self._on_disk:
@@ -249,15 +265,39 @@ def restore_leftovers(directory: Path | None = None) -> tuple[list[str], list[st
     """Restore the knobs of runs that died without doing it themselves (their
     journal's owner is provably gone: leftovers.owner_gone); (restored 'path =
     value' lines, failures)."""
+    # another machine's, or a run still going, is not ours to undo
+    return _restore_journals(directory, _JOURNAL_NAME,
+                             lambda saved: owner_gone(saved.get("owner") or {}) is True)
+
+
+def restore_kept(directory: Path | None = None) -> tuple[list[str], list[str]]:
+    """Put back the changes kept on purpose (KnobJournal.keep: `tune --apply`);
+    (restored 'path = value' lines, failures)."""
+    return _restore_journals(directory, _KEPT_NAME, lambda saved: True)
+
+
+def kept_journals(directory: Path | None = None) -> list[Path]:
+    """The journals of kept changes not restored yet."""
+    folder = directory or JOURNAL_DIR
+    try:
+        return [folder / n for n in sorted(os.listdir(folder)) if _KEPT_NAME.match(n)]
+    except OSError:
+        return []
+
+
+def _restore_journals(directory: Path | None, names: re.Pattern,
+                      wanted) -> tuple[list[str], list[str]]:
+    """Restore the journals in `directory` whose names match `names` and whose
+    content `wanted` accepts; a journal fully restored is removed."""
     folder = directory or JOURNAL_DIR
     restored: list[str] = []
     failed: list[str] = []
     try:
-        names = sorted(os.listdir(folder))
+        found = sorted(os.listdir(folder))
     except OSError:
         return restored, failed
-    for name in names:
-        if not _JOURNAL_NAME.match(name):
+    for name in found:
+        if not names.match(name):
             continue
         journal = folder / name
         try:
@@ -266,8 +306,8 @@ def restore_leftovers(directory: Path | None = None) -> tuple[list[str], list[st
         except (OSError, ValueError, TypeError, KeyError) as error:
             failed.append(f"{journal}: unreadable journal ({error})")
             continue
-        if owner_gone(saved.get("owner") or {}) is not True:
-            continue  # its run is still going (or it is another machine's: not ours to undo)
+        if not wanted(saved):
+            continue
         problems, ended = _restore(changes)
         failed += problems
         restored += [f"{c.what} = {c.restore}" for c in changes if c not in ended

@@ -72,6 +72,10 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                         "advice": STR + "?"},
     "windows": {"cpu": INT, "probe": STR, "start_ns": INT, "end_ns": INT, "rank": INT + "?",
                 "window": INT + "?"},
+    # tune --measure: each round's lost time per cause and detour lengths, per target CPU
+    "round_causes": {"round": INT, "trial": STR, "phase": STR, "pair": INT, "cpu": INT,
+                     "cause": STR, "lost_ns": INT, "count": INT},
+    "round_histogram": {**_HISTOGRAM, "round": INT, "trial": STR, "phase": STR, "pair": INT},
 }
 
 

@@ -107,6 +107,9 @@ OPTIONS = [
     (["system", "show"], "--cpus", "cpus"),
     (["tune"], "--cpus", "cpus"), (["tune", "--cpus", "1"], "--duration", "positive_duration"),
     (["tune", "--cpus", "1"], "--label", "empty"), (["tune", "--cpus", "1"], "-o", "empty"),
+    (["tune", "--cpus", "1", "--measure"], "--rounds", "count"),
+    (["tune", "--cpus", "1", "--measure"], "--round-duration", "positive_duration"),
+    (["tune", "--cpus", "1", "--apply"], "--only", "empty"),
     *((["cluster", "scan", "-o", "fleet"], option, kind) for option, kind in MEASUREMENT[:3]),
     (["cluster", "scan", "-o", "fleet"], "--timeout", "positive_duration"),
     (["cluster", "scan", "-o", "fleet"], "--inject-ranks", "cpus"),
@@ -177,7 +180,10 @@ COMMAND_LINES = [
     ["import", "cyclictest", "BINARYFILE"], ["import", "oslat", "/nonexistent"],
     ["import", "sysjitter", "CYCLICTEST"], ["import", "cyclictest", "CYCLICTEST", "-o", "/sys/x"],
     ["system", "show", "--root", "/nonexistent"], ["system", "show", "--cpus", "9999"],
-    ["cleanup", "extra"], ["cluster", "scan"], ["cluster", "bsp", "--collective", "gather"],
+    ["cleanup", "extra"], ["tune", "--measure"], ["tune", "--cpus", "1", "--restore"],
+    ["tune", "--cpus", "1", "--measure", "--only", "irq:x"],
+    ["tune", "--cpus", "1", "--measure", "--round-duration", "100ms"],
+    ["cluster", "scan"], ["cluster", "bsp", "--collective", "gather"],
     ["nosuchcommand"],
 ]
 

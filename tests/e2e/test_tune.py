@@ -228,3 +228,222 @@ def test_real_irq_and_task_moves_are_restored_by_cleanup_after_sigkill(tmp_path,
     if moved_irq is not None:
         assert f"/proc/irq/{moved_irq}/smp_affinity_list" in done.stdout
     assert after == before  # value by value
+
+
+# -- --measure, --apply, --restore --------------------------------------------------------
+# The trials move only the hog (--only pid:N) and, where this VM lets one move, a
+# device IRQ routed to the target CPU first: other processes on this shared machine
+# (other people's tests) are left where they are.
+
+def movable_irq(target: int, housekeeping: int, journal) -> str | None:
+    """A virtio device's IRQ that may be routed to `target` alone and back (its
+    smp_affinity_list reads back what was written), routed there through
+    `journal`; None if this VM has none (managed IRQs refuse: EIO/EPERM; on the
+    VM this was written on virtio1-req.0, the disk's, refuses, virtio3-tx moves)."""
+    from noisescope.tune.actions import NotApplied, move_irq
+
+    host = HostRoot("/")
+    names = parse_interrupts(host.text("/proc/interrupts") or "").descriptions
+    virtio = [i for i, text in names.items() if i.isdigit() and "virtio" in text]
+    for irq in sorted(virtio, key=int):
+        now = host.text(f"/proc/irq/{irq}/smp_affinity_list") or ""
+        if not now or target not in _cpus(now) or housekeeping not in _cpus(now):
+            continue
+        try:
+            move_irq(journal, int(irq), (target,))
+        except NotApplied:
+            continue
+        return irq
+    return None
+
+
+@pytest.fixture
+def hog_on_target(tmp_path, live_facts):
+    """The hog on the target CPU, a movable IRQ routed there (journalled under
+    tmp_path, put back afterwards), and the environment tune runs in (its
+    journals and leftovers under tmp_path)."""
+    from noisescope.knobs import KnobJournal
+
+    if _tracing_reason():
+        pytest.skip(_tracing_reason())
+    if len(live_facts.online) < 2:
+        pytest.skip("needs two CPUs (a target and a housekeeping one)")
+    housekeeping, target = live_facts.online[0], live_facts.online[-1]
+    env = {**os.environ, "NOISESCOPE_JOURNAL_DIR": str(tmp_path / "journals"),
+           "TMPDIR": str(tmp_path)}
+    hog = subprocess.Popen([sys.executable, "-c", HOG], env={**env, "HOG_CPU": str(target)})
+    with KnobJournal("test-route", tmp_path / "routes") as routes:
+        irq = movable_irq(target, housekeeping, routes)
+        try:
+            time.sleep(0.3)  # pinned and looping
+            yield hog, target, housekeeping, irq, env
+        finally:
+            hog.kill()
+            hog.wait()
+
+
+def no_journals(tmp_path: Path) -> bool:
+    return not (tmp_path / "journals").exists() or os.listdir(tmp_path / "journals") == []
+
+
+def _tune(args, env, **kwargs):
+    return [*CLI, "tune", *args], dict(env=env, text=True, **kwargs)
+
+
+def _trial(bundle, pid: int) -> dict:
+    found = [t for t in bundle.summaries["trials"] if t["pid"] == pid]
+    assert len(found) == 1, bundle.summaries["trials"]
+    return found[0]
+
+
+def _targeted(trial: dict, cpu: int) -> dict:
+    return next(r for r in trial["comparison"] if r["metric"] == "targeted_pct" and r["cpu"] == cpu)
+
+
+@needs_root
+def test_measure_moves_the_hog_measures_its_share_gone_and_restores_everything(tmp_path,
+                                                                               hog_on_target):
+    hog, target, housekeeping, irq, env = hog_on_target
+    before = machine_state(hog.pid)
+    only = f"pid:{hog.pid}" + (f",irq:{irq}" if irq else "")
+    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "2", "--duration", "2s",
+                          "--only", only, "-q", "-o", str(tmp_path / "measured")], env)
+    done = subprocess.run(argv, capture_output=True, timeout=300, cwd=tmp_path, **kwargs)
+    after = machine_state(hog.pid)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert after == before  # value by value: the hog's affinity, every IRQ's, the sysctls
+    assert no_journals(tmp_path)
+    assert "every change was put back" in done.stdout and "Trials" in done.stdout
+
+    bundle = noisescope.load(tmp_path / "measured")  # validated against the schema
+    trial = _trial(bundle, hog.pid)
+    assert trial["status"] == "measured" and trial["rounds"] == 4 and trial["kept"] is None
+    share = _targeted(trial, target)
+    # Ground truth: the hog asks for 300 us every 5 ms, 6% of the CPU; a busy machine
+    # gives it less (the dry-run test above saw half and more). Its time on the CPU is
+    # its run plus its wakeup and the two switches around it (about 30 us on this VM,
+    # docs: a 45 us injection shows as a 74 us detour; up to 60 us seen here when busy):
+    # with 100 us allowed, (300 + 100) / 5000 = 8%. Moved to the housekeeping CPU, it
+    # cannot run on the target at all: exactly 0.
+    assert 1.0 <= share["before_median"] <= 8.0
+    assert share["after_median"] == 0
+    assert all(r["targeted_ns"] == 0 for r in bundle.summaries["rounds"]
+               if r["trial"] == trial["trial"] and r["phase"] == "changed")
+    assert share["significant"] and share["verdict"] == "better" and share["pairs_agree"]
+    assert share["ci_low"] <= share["change"] <= share["ci_high"] < 0
+    assert trial["verdict"] in ("helps", "hurts")  # never "no effect": its share went
+    # every round of the trial: on the target CPU, labelled by phase, 2 s measured
+    rounds = [r for r in bundle.summaries["rounds"] if r["trial"] == trial["trial"]]
+    assert [r["phase"] for r in rounds] == ["baseline", "changed"] * 2
+    assert all(1.9e9 <= r["measured_ns"] <= 2.1e9 and r["cpu"] == target for r in rounds)
+    assert bundle.has_table("round_causes") and bundle.has_table("round_histogram")
+    irq_trials = [t for t in bundle.summaries["trials"] if irq and t["irq"] == int(irq)]
+    for t in irq_trials:  # tried only if it fired enough in the baseline
+        assert t["status"] == "measured"
+    report = subprocess.run([*CLI, "report", str(tmp_path / "measured"), "-o",
+                             str(tmp_path / "report.html")], capture_output=True, text=True,
+                            timeout=300)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "report.html").read_text()
+    assert "Trials (each change measured" in html and "Before and after" in html
+
+
+def _wait_until_moved(tune: subprocess.Popen, hog: int, housekeeping: int) -> None:
+    """Until tune is in a changed round of the hog's trial (its affinity moved)."""
+    deadline = time.monotonic() + 120
+    while os.sched_getaffinity(hog) != {housekeeping}:
+        assert tune.poll() is None, tune.communicate()
+        assert time.monotonic() < deadline, "the hog was never moved"
+        time.sleep(0.05)
+
+
+def _wait_until_sampling(tune: subprocess.Popen, cpu: int) -> None:
+    """Until tune's detour sampler thread on `cpu` runs (the native core names it
+    ns-detour/CPU): the round's scan has set up and measures."""
+    deadline = time.monotonic() + 60
+    while True:
+        names = [HostRoot("/").text(f"/proc/{tune.pid}/task/{tid}/comm") or ""
+                 for tid in HostRoot("/").listdir(f"/proc/{tune.pid}/task")]
+        if f"ns-detour/{cpu}" in names:
+            return
+        assert tune.poll() is None, tune.communicate()
+        assert time.monotonic() < deadline, "the round never started measuring"
+        time.sleep(0.02)
+
+
+@needs_root
+def test_sigterm_mid_round_restores_and_keeps_what_was_measured(tmp_path, hog_on_target):
+    hog, target, housekeeping, irq, env = hog_on_target
+    before = machine_state(hog.pid)
+    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
+                          "--only", f"pid:{hog.pid}", "-q", "-o", str(tmp_path / "stopped")], env)
+    tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                            **kwargs)
+    _wait_until_moved(tune, hog.pid, housekeeping)
+    _wait_until_sampling(tune, target)
+    time.sleep(0.3)  # inside the changed round's measurement (1 s)
+    tune.send_signal(signal.SIGTERM)
+    out, err = tune.communicate(timeout=120)
+    after = machine_state(hog.pid)
+    assert tune.returncode == 130, out + err
+    assert after == before
+    assert no_journals(tmp_path)
+    bundle = noisescope.load(tmp_path / "stopped")
+    assert not bundle.complete
+    assert any(w.code.value == "interrupted" and "trials" in w.message for w in bundle.warnings)
+    trial = _trial(bundle, hog.pid)
+    assert trial["status"] == "interrupted" and 2 <= trial["rounds"] < 6
+    assert [r["phase"] for r in bundle.summaries["rounds"]][-1] == "changed"
+
+
+@needs_root
+def test_sigkill_mid_round_then_cleanup_restores(tmp_path, hog_on_target):
+    hog, target, housekeeping, irq, env = hog_on_target
+    before = machine_state(hog.pid)
+    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
+                          "--only", f"pid:{hog.pid}", "-q", "-o", str(tmp_path / "killed")], env)
+    tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                            **kwargs)
+    _wait_until_moved(tune, hog.pid, housekeeping)
+    tune.send_signal(signal.SIGKILL)
+    tune.communicate(timeout=60)
+    assert machine_state(hog.pid) != before  # left moved
+    done = subprocess.run([*CLI, "cleanup"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"restored CPU affinity of task {hog.pid} = {target}" in done.stdout
+    assert machine_state(hog.pid) == before
+    assert not (tmp_path / "killed").exists()
+
+
+@needs_root
+def test_apply_keeps_only_what_helped_and_restore_puts_it_back(tmp_path, hog_on_target):
+    hog, target, housekeeping, irq, env = hog_on_target
+    before = machine_state(hog.pid)
+    for attempt in range(3):  # bounded: a noisy round may call the move "hurts" (not kept)
+        out = tmp_path / f"applied-{attempt}"
+        argv, kwargs = _tune(["--cpus", str(target), "--apply", "--rounds", "2", "--duration",
+                              "2s", "--only", f"pid:{hog.pid}", "-q", "-o", str(out)], env)
+        done = subprocess.run(argv, capture_output=True, timeout=300, cwd=tmp_path, **kwargs)
+        assert done.returncode == 0, done.stdout + done.stderr
+        trial = _trial(noisescope.load(out), hog.pid)
+        assert trial["kept"] is (trial["verdict"] == "helps")
+        if trial["kept"]:
+            break
+        assert machine_state(hog.pid) == before and "kept nothing" in done.stdout
+    else:
+        pytest.fail(f"the hog's move never helped in 3 runs: {trial}")
+    assert os.sched_getaffinity(hog.pid) == {housekeeping}  # kept
+    assert "noisescope tune --restore" in done.stdout
+    kept = os.listdir(tmp_path / "journals")
+    assert len(kept) == 1 and kept[0].startswith("kept-tune-")
+    snippet = (out / "persistent" / "task-affinity.sh").read_text()
+    assert snippet.startswith("#!/bin/sh\n") and f"taskset -a -p -c {housekeeping} {hog.pid}" in snippet
+    # the tune process is gone, yet cleanup leaves the kept change alone
+    subprocess.run([*CLI, "cleanup"], capture_output=True, timeout=120, cwd=tmp_path, env=env)
+    assert os.sched_getaffinity(hog.pid) == {housekeeping}
+    restored = subprocess.run([*CLI, "tune", "--restore"], capture_output=True, text=True,
+                              timeout=120, env=env)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert f"restored CPU affinity of task {hog.pid} = {target}" in restored.stdout
+    assert machine_state(hog.pid) == before and os.listdir(tmp_path / "journals") == []

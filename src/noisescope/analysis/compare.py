@@ -97,7 +97,8 @@ SUMMARY_METRICS = {
 _NOISE_FIELD = re.compile(r"(_pct|_per_s|^p\d+_ns|^(max|mean|avg|median)_ns)$")
 _TITLES = {"noise_pct": "noise %", "detours_per_s": "detours/s", "p99_ns": "p99",
            "p999_ns": "p99.9", "p50_ns": "p50", "max_ns": "max", "avg_ns": "avg",
-           "max_single_ns": "max single", "irq_per_s": "IRQs/s", "thread_per_s": "threads/s"}
+           "max_single_ns": "max single", "irq_per_s": "IRQs/s", "thread_per_s": "threads/s",
+           "targeted_pct": "targeted %"}
 
 
 def summary_metric(name: str) -> MetricInfo:
@@ -369,10 +370,18 @@ def _workload_metrics(bundle: Bundle, workload: str) -> set[str]:
             for m in w.get("metrics", [])}
 
 
+# Per-CPU summaries that are not a measurement of the bundle's configuration: a
+# tune bundle's plan (candidates' shares) and its trials' rounds (other
+# configurations, compared inside the bundle).
+NOT_COMPARED = ("plan", "rounds")
+
+
 def _summary_observations(bundle: Bundle, selection: MetricSelection, per_cpu: bool,
                           obs: _Observations) -> None:
     config = configuration_name(bundle)
     for probe, rows in bundle.summaries.items():
+        if probe in NOT_COMPARED:
+            continue
         rows = [r for r in rows if isinstance(r, dict) and "cpu" in r]
         if not rows:
             continue

@@ -35,7 +35,9 @@ def cleanup_command(directories):
     another tool's or a running noisescope's; one made on another machine (a
     shared file system) or in another container is listed and left. The
     machine settings such a run had changed (SMT, the osnoise tracer's
-    options) are put back from the journal it kept in /run/noisescope."""
+    options, tune's IRQ and task affinities) are put back from the journal it
+    kept in /run/noisescope; the changes tune --apply kept on purpose are left
+    alone (tune --restore puts them back)."""
     lines: list[str] = []
     ok = True
     for directory in directories or (Path("."), Path(tempfile.gettempdir())):

@@ -892,6 +892,88 @@ def bsp_iterations(bundles: list[Bundle]) -> list[Figure]:
                    "rank waits for the slowest.", figure)]
 
 
+# -- tune --measure: before and after each change ---------------------------------------
+
+def _trial_panels(bundles: list[Bundle], table: str) -> list[tuple[Bundle, str, int]]:
+    """(bundle, trial, CPU) of every measured trial, in bundles with the table `table`."""
+    found = [(b, t["trial"], cpu) for b in bundles if b.has_table(table)
+             for t in b.summaries.get("trials", []) if t["comparison"]
+             for cpu in dict.fromkeys(r["cpu"] for r in t["comparison"])]
+    return found
+
+
+def _phase_rows(bundle: Bundle, table: str, trial: str, cpu: int):
+    rows = bundle.table(table)
+    return {phase: rows.filter((rows["trial"] == trial) & (rows["cpu"] == cpu)
+                               & (rows["phase"] == phase)) for phase in ("baseline", "changed")}
+
+
+def _measured_s(bundle: Bundle, trial: str, cpu: int, phase: str) -> float:
+    return sum(r["measured_ns"] for r in bundle.summaries.get("rounds", [])
+               if r["trial"] == trial and r["cpu"] == cpu and r["phase"] == phase) / SECOND
+
+
+@styled
+def tune_lost_time(bundles: list[Bundle]) -> list[Figure]:
+    found = _trial_panels(bundles, "round_causes")
+    if not found:
+        return []
+    shown, several = found[:MAX_PANELS], _several(bundles)
+    names = bundle_names(bundles)
+    figure, axes = new_figure(len(shown), row_height=1.1)
+    for ax, (bundle, trial, cpu) in zip(axes[:, 0], shown, strict=True):
+        phases = _phase_rows(bundle, "round_causes", trial, cpu)
+        left = np.zeros(2)
+        for cause, color in CAUSE_COLORS.items():
+            per_s = np.array([phases[p]["lost_ns"][phases[p]["cause"] == cause].sum() / 1e6
+                              / max(_measured_s(bundle, trial, cpu, p), 1e-9)
+                              for p in ("baseline", "changed")])
+            if per_s.any():
+                ax.barh(["before", "after"], per_s, left=left, color=color, label=cause)
+                left += per_s
+        ax.invert_yaxis()
+        ax.set_title(plain((f"{names[id(bundle)]}: " if several else "") + f"{trial}, CPU {cpu}"),
+                     loc="left")
+    axes[-1, 0].set_xlabel("time lost to detours (ms per second), by cause")
+    handles = {h.get_label(): h for ax in axes[:, 0] for h in ax.get_legend_handles_labels()[0]}
+    figure.legend(list(handles.values()), list(handles), ncols=6, loc="outside upper center")
+    return [Figure("tune-causes", "Before and after each change: lost time per cause",
+                   "Time lost to detours on the CPU per second measured, by cause, in the "
+                   "baseline rounds (before) and the changed rounds (after) of each trial of "
+                   "tune --measure." + left_out(len(found) - len(shown)), figure)]
+
+
+@styled
+def tune_detour_cdfs(bundles: list[Bundle]) -> list[Figure]:
+    found = _trial_panels(bundles, "round_histogram")
+    if not found:
+        return []
+    shown, several = found[:MAX_PANELS], _several(bundles)
+    names = bundle_names(bundles)
+    figure, axes = new_figure(len(shown), row_height=1.9)
+    for ax, (bundle, trial, cpu) in zip(axes[:, 0], shown, strict=True):
+        for (phase, rows), color in zip(_phase_rows(bundle, "round_histogram", trial,
+                                                    cpu).items(), COLORS, strict=False):
+            if not rows.rows:
+                continue
+            uppers, inverse = np.unique(rows["upper_ns"], return_inverse=True)
+            counts = np.bincount(inverse, weights=rows["count"])
+            ax.step(np.r_[uppers[0], uppers], np.r_[0, np.cumsum(counts) / counts.sum()],
+                    where="post", color=color, label="before" if phase == "baseline" else "after")
+        ax.set_xscale("log")
+        _duration_axis(ax, "x")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(0, 1.02)
+        ax.set_title(plain((f"{names[id(bundle)]}: " if several else "") + f"{trial}, CPU {cpu}"),
+                     loc="left")
+        ax.legend(loc="lower right")
+    axes[-1, 0].set_xlabel("detour length at most")
+    return [Figure("tune-detours", "Before and after each change: detour lengths",
+                   "Share of the detours up to a given length (from histograms of 10 bins a "
+                   "decade), in the baseline and the changed rounds of each trial."
+                   + left_out(len(found) - len(shown)), figure)]
+
+
 def _cycle() -> Iterator[str]:
     while True:
         yield from COLORS
@@ -908,6 +990,7 @@ FIGURES: dict[str, list[FigureBuilder]] = {
     "timerlat": [timerlat_histogram],
     "oslat": [oslat_histogram],
     "workloads": [run_time_cdfs, workload_bars],
+    "trials": [tune_lost_time, tune_detour_cdfs],
 }
 
 # Figures of the bundle kinds with an overview of their own (terminal.OVERVIEWS),

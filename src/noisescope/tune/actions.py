@@ -6,19 +6,22 @@ put back at once and refused (NotApplied), so the machine is as before.
 
 Every runtime action of a plan is an `Action`: how it is made (through the
 journal) and what makes it persistent (a line of a file for the bundle's
-snippets). `ACTIONS` maps a plan entry's `action` name to it.
+snippets). `ACTIONS` maps a plan entry's `action` name to it; look one up
+with `action_for(entry)`. `snippet_files()` gathers the lines into the files
+of a bundle's `persistent/` directory, `kernel_cmdline()` the boot advice.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..host import HostRoot
 from ..knobs import KnobJournal, read_knob
 from ..units import format_cpu_list, parse_cpu_list
-from .plan import PlanEntry
+from .plan import BOOT, RUNTIME, PlanEntry
 
 
 class NotApplied(Exception):
@@ -87,3 +90,105 @@ def move_task(journal: KnobJournal, pid: int, cpus: tuple[int, ...]) -> list[int
     if not moved:
         raise NotApplied(f"process {pid} is gone")
     return moved
+
+
+IRQ_SCRIPT, TASK_SCRIPT, KERNEL_CMDLINE = "irq-affinity.sh", "task-affinity.sh", "kernel-cmdline.txt"
+# The first lines of each snippet file: what it is and how to install it.
+SNIPPET_HEADERS = {
+    IRQ_SCRIPT: (
+        "#!/bin/sh\n"
+        "# IRQ affinity that noisescope tune measured to help. IRQ numbers may change between\n"
+        "# boots, so each IRQ is found by its handler's name (/proc/irq/N/NAME). Install:\n"
+        "#   install -m 755 irq-affinity.sh /usr/local/sbin/noisescope-irq-affinity.sh and run it\n"
+        "#   at boot from a systemd oneshot unit: [Service] Type=oneshot\n"
+        "#   ExecStart=/usr/local/sbin/noisescope-irq-affinity.sh, [Install]\n"
+        "#   WantedBy=multi-user.target. irqbalance, if it runs, must leave these IRQs alone\n"
+        "#   (IRQBALANCE_BANNED_CPULIST with the target CPUs).\n"),
+    TASK_SCRIPT: (
+        "#!/bin/sh\n"
+        "# Task affinity that noisescope tune measured to help. A task of a systemd service gets\n"
+        "# a drop-in with CPUAffinity= (kept across restarts and boots; then: systemctl\n"
+        "# daemon-reload and restart the unit); any other task a taskset line, which holds only\n"
+        "# for that process of this boot (make whatever starts it set the affinity). Run as root.\n"),
+    KERNEL_CMDLINE: (
+        "# Boot parameters noisescope tune advises (it never edits boot configuration): add them\n"
+        "# to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub)\n"
+        "# and reboot.\n"),
+}
+
+
+def irq_name(entry: PlanEntry) -> str:
+    """The IRQ's handler name, as the plan wrote it in the source ("IRQ 36 virtio1-req.0")."""
+    return entry.source.removeprefix(f"IRQ {entry.irq} ")
+
+
+def _make_irq(journal: KnobJournal, entry: PlanEntry, housekeeping: tuple[int, ...]) -> None:
+    move_irq(journal, entry.irq, housekeeping)
+
+
+def _persist_irq(entry: PlanEntry, housekeeping: tuple[int, ...]) -> tuple[str, str]:
+    name, keep = shlex.quote(irq_name(entry)), format_cpu_list(housekeeping)
+    return IRQ_SCRIPT, (f'for handler in /proc/irq/*/{name}; do [ -e "$handler" ] && '
+                        f'echo {keep} > "${{handler%/*}}/smp_affinity_list"; done  '
+                        f"# IRQ {entry.irq} in this boot\n")
+
+
+def _make_task(journal: KnobJournal, entry: PlanEntry, housekeeping: tuple[int, ...]) -> None:
+    move_task(journal, entry.pid, housekeeping)
+
+
+def owning_service(pid: int, root: str = "/") -> str | None:
+    """The systemd service whose cgroup holds process `pid` (cgroup v2: the line
+    0::/system.slice/NAME.service), or None."""
+    for line in (HostRoot(root).text(f"/proc/{pid}/cgroup") or "").splitlines():
+        path = line.split(":", 2)[-1]
+        services = [part for part in path.split("/") if part.endswith(".service")]
+        if services:
+            return services[-1]
+    return None
+
+
+def _persist_task(entry: PlanEntry, housekeeping: tuple[int, ...]) -> tuple[str, str]:
+    keep = format_cpu_list(housekeeping)
+    service = owning_service(entry.pid)
+    if service is not None:
+        folder = shlex.quote(f"/etc/systemd/system/{service}.d")
+        return TASK_SCRIPT, (f"mkdir -p {folder} && printf '[Service]\\nCPUAffinity={keep}\\n' > "
+                             f"{folder}/90-noisescope.conf  # {entry.source}\n")
+    return TASK_SCRIPT, f"taskset -a -p -c {keep} {entry.pid}  # {entry.source}: this boot only\n"
+
+
+ACTIONS: dict[str, Action] = {
+    "irq-affinity": Action(_make_irq, _persist_irq),
+    "task-affinity": Action(_make_task, _persist_task),
+}
+
+
+def action_for(entry: PlanEntry) -> Action | None:
+    """How to carry out a plan entry; None for those that are not runtime changes
+    noisescope can make."""
+    return ACTIONS.get(entry.action) if entry.applies == RUNTIME else None
+
+
+def snippet_files(lines: list[tuple[str, str]]) -> dict[str, str]:
+    """(file, text) pairs gathered per file, each file under its header (a header
+    given without its line end gets one)."""
+    files: dict[str, str] = {}
+    for name, text in lines:
+        if name not in files:
+            header = SNIPPET_HEADERS.get(name, "")
+            files[name] = header + ("\n" if header and not header.endswith("\n") else "")
+        files[name] += text
+    return files
+
+
+def kernel_cmdline(plan: list[PlanEntry]) -> str | None:
+    """The boot parameters of the plan's boot entries with their CPUs
+    ("nohz_full=1,3 rcu_nocbs=1,3"), or None if it advises none."""
+    cpus: dict[str, set[int]] = {}
+    for entry in plan:
+        if entry.applies == BOOT and entry.action.startswith("boot:") and entry.cpu is not None:
+            cpus.setdefault(entry.action.removeprefix("boot:"), set()).add(entry.cpu)
+    if not cpus:
+        return None
+    return " ".join(f"{name}={format_cpu_list(sorted(c))}" for name, c in cpus.items()) + "\n"

@@ -58,6 +58,9 @@ WATCHDOG_TIMER = "watchdog_timer_fn"
 
 # How each entry can be carried out.
 RUNTIME, BOOT, NOT_POSSIBLE = "runtime", "boot", "no"
+# Candidates with a smaller share of their CPU's lost time are listed in the
+# terminal only as a count, and not tried by --measure (too small to measure).
+SMALL_SHARE_PCT = 0.1
 # System check findings that become candidates (the others are entries built
 # from the attribution, or not about this machine's settings).
 SYSTEM_ACTIONS = {"watchdogs": RUNTIME, "rt throttling": RUNTIME, "thp": RUNTIME,
@@ -200,6 +203,15 @@ def _last_before(switches_to, end_ns: int) -> int:
     return int(tids[at]) if at >= 0 else -1
 
 
+def task_rows(causes: Table, switches: Table | None, host: HostRoot) -> tuple[Table, np.ndarray]:
+    """`causes` split among the tasks that ran in each `thread` row (split_threads),
+    and each row's pid (tid; -1: none or not known), filled in by name for the
+    kernel threads whose switches the trace missed (_by_live_comm)."""
+    causes, pids = split_threads(causes, switches)
+    _by_live_comm(causes, pids, host)
+    return causes, pids
+
+
 def _by_live_comm(causes: Table, pids: np.ndarray, host: HostRoot) -> None:
     """Fill in the pid of `thread` rows whose switch the trace missed (it put the
     switch back from other events, see trace/switches.py) where exactly one live
@@ -241,8 +253,7 @@ def make_plan(causes: Table, switches: Table | None, measured_ns: dict[int, int]
     targets, housekeeping = tuple(targets), tuple(housekeeping)
     keep = format_cpu_list(housekeeping)
     irqs = irq_numbers(host)
-    causes, pids = split_threads(causes.filter(np.isin(causes["cpu"], targets)), switches)
-    _by_live_comm(causes, pids, host)
+    causes, pids = task_rows(causes.filter(np.isin(causes["cpu"], targets)), switches, host)
     tasks = {pid: read_task(host, pid) for pid in set(pids[pids >= 0].tolist())}
     findings = {f.check: f for f in findings if f.state == ADVICE}
     plan: list[PlanEntry] = []

@@ -55,20 +55,22 @@ from ..pmqos import DEVICE as CPU_DMA_LATENCY
 from ..pmqos import cpu_latency_request
 from ..system import DEEP_IDLE_LATENCY_US, STAT_INTERVAL_S, WORKQUEUE_CPUMASK
 from ..units import cpumask_text, format_cpu_list, parse_cpu_list
-from .actions import Action, NotApplied
+from .actions import KERNEL_CMDLINE, Action, NotApplied
 from .plan import PlanEntry, read_task
 
-# The bundle's snippet files the settings add lines to, each with the first line
-# that says what installs it.
+# The bundle's snippet files the settings add lines to (besides actions.KERNEL_CMDLINE),
+# with their first lines: what each is and how to install it.
 SYSCTL = "sysctl.d/90-noisescope.conf"
 TMPFILES = "tmpfiles.d/noisescope.conf"
-CMDLINE = "kernel-cmdline.txt"
+CMDLINE = KERNEL_CMDLINE
 IRQBALANCE = "irqbalance.conf"
 SNIPPET_HEADERS = {
-    SYSCTL: "# copy to /etc/sysctl.d/ (sysctl --system applies it now)",
-    TMPFILES: "# copy to /etc/tmpfiles.d/ (systemd-tmpfiles --create applies it now)",
-    CMDLINE: "# add to the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub), reboot",
-    IRQBALANCE: "# add to /etc/default/irqbalance (or /etc/sysconfig/irqbalance), restart irqbalance",
+    SYSCTL: "# Settings noisescope tune kept: copy to /etc/sysctl.d/ (sysctl --system applies "
+            "it now).\n",
+    TMPFILES: "# Kernel settings noisescope tune kept: copy to /etc/tmpfiles.d/ "
+              "(systemd-tmpfiles --create applies it now, and at every boot).\n",
+    IRQBALANCE: "# For irqbalance: add to /etc/default/irqbalance (or /etc/sysconfig/irqbalance), "
+                "then restart irqbalance.\n",
 }
 
 SYSCTL_DIR = "/proc/sys"
