@@ -30,6 +30,7 @@ class Code(str, Enum):
     MISALIGNED = "misaligned"
     WRITE_FAILED = "write_failed"
     RESTORE_FAILED = "restore_failed"
+    NOT_KEPT = "not_kept"
 
 
 HINTS = {
@@ -59,6 +60,7 @@ HINTS = {
     Code.WRITE_FAILED: "make room (or grant permission) where the output goes, or choose another -o",
     Code.RESTORE_FAILED: "the journal in /run/noisescope keeps the original value: run "
                          "noisescope cleanup as root to put it back",
+    Code.NOT_KEPT: "install its persistent snippet (the bundle's persistent/ directory) to keep it",
 }
 
 

@@ -324,18 +324,35 @@ def test_persistent_files_hold_the_kept_changes_and_the_boot_advice():
 
 def test_a_kept_settings_boot_line_and_the_boot_advice_share_one_file(monkeypatch):
     """A setting that persists as a kernel parameter (clocksource=tsc) and the boot
-    advice go to the same kernel-cmdline.txt, under one header (given here, as a
-    module of settings may give it, without its line end)."""
+    advice go to the same kernel-cmdline.txt, under its one header."""
     from noisescope.tune import actions, baseline
 
     clock = PlanEntry(None, "clocksource", "runtime", "clocksource", "")
     monkeypatch.setattr(baseline, "action_for", lambda entry: Action(
         None, lambda entry, keep: ("kernel-cmdline.txt", "clocksource=tsc\n")))
-    monkeypatch.setitem(actions.SNIPPET_HEADERS, "kernel-cmdline.txt", "# add to the cmdline")
     boot = PlanEntry(1, "boot:nohz_full", "boot", "nohz_full", "", 1.0)
     files = persistent_files([clock], [clock, boot], (0,))
+    header = actions.SNIPPET_HEADERS["kernel-cmdline.txt"]
     assert files == {"persistent/kernel-cmdline.txt":
-                     "# add to the cmdline\nclocksource=tsc\nnohz_full=1\n"}
+                     header.rstrip("\n") + "\nclocksource=tsc\nnohz_full=1\n"}
+
+
+def test_a_settings_snippet_header_without_its_line_end_gets_one():
+    from noisescope.tune.actions import snippet_files
+    from noisescope.tune.settings import SETTING_SNIPPET_HEADERS, SYSCTL
+
+    files = snippet_files([(SYSCTL, "vm.stat_interval = 10\n")])
+    assert files[SYSCTL] == SETTING_SNIPPET_HEADERS[SYSCTL].rstrip("\n") + "\nvm.stat_interval = 10\n"
+
+
+def test_a_cpuset_partition_is_planned_but_not_measured_in_rounds():
+    """The sampler would be kept off the partition's CPUs: --measure leaves it out."""
+    from noisescope.tune.actions import action_for
+
+    partition = PlanEntry(None, "cpuset-partition", "runtime", "cpuset partition", "", 20.0)
+    vmstat = PlanEntry(None, "vm.stat_interval", "runtime", "vm.stat_interval", "")
+    assert action_for(partition) is not None and not action_for(partition).measurable
+    assert [t.name for t in trials_of([partition, vmstat], (CPU,))] == ["vm.stat_interval"]
 
 
 def test_kept_changes_survive_cleanup_and_are_put_back_by_restore_kept(tmp_path):
@@ -435,3 +452,41 @@ def test_the_actions_that_helped_are_then_tried_together(machine):
     assert metric(together, "targeted_pct")["after_median"] == 0
     assert read_knob(machine.irq_knob) == "0-1" and read_knob(machine.quiet_knob) == "0"
     assert not machine.journal_exists()
+
+
+def test_apply_lets_go_of_a_helpful_change_that_lasts_only_while_held(machine, tmp_path,
+                                                                      monkeypatch):
+    """A change the journal only holds (as /dev/cpu_dma_latency) cannot outlive
+    tune: --apply lets it go at the end, says so, and leaves only its snippet."""
+    from contextlib import contextmanager
+
+    from noisescope.host import read_host_facts
+    from noisescope.tune import baseline
+
+    @contextmanager
+    def quieter():
+        machine.quiet_knob.write_text("1\n")
+        try:
+            yield "held"
+        finally:
+            machine.quiet_knob.write_text("0\n")
+
+    held = Action(lambda journal, entry, keep: journal.hold(entry.action, quieter()),
+                  lambda entry, keep: ("kernel-cmdline.txt", "quiet=1\n"))
+    actions = {**machine.actions(), "quieting": held}
+    monkeypatch.setattr(measure, "action_for", lambda entry: actions.get(entry.action))
+    monkeypatch.setattr(baseline, "action_for", measure.action_for)
+    monkeypatch.setattr(baseline, "is_root", lambda: True)
+    monkeypatch.setattr(baseline, "scan", lambda options, **kwargs: machine.scan())
+    monkeypatch.setattr(baseline, "plan_bundle", lambda *args, **kwargs: [IRQ, QUIETING])
+    options = baseline.TuneOptions(cpus=(CPU,), duration_ns=ROUND_NS, mode=baseline.APPLY,
+                                   rounds=2)
+    result = baseline.tune(options, facts=read_host_facts(FIXTURE),
+                           destination=tmp_path / "applied", journal_dir=machine.journals)
+    assert {t.trial.name: t.verdict for t in result.trials}[QUIETING.source] == HELPS
+    assert QUIETING not in result.kept and IRQ in result.kept
+    assert read_knob(machine.quiet_knob) == "0"  # let go when tune ended
+    assert [w["code"] for w in result.bundle.manifest["warnings"]].count("not_kept") == 1
+    snippet = (tmp_path / "applied" / "persistent" / "kernel-cmdline.txt").read_text()
+    assert snippet.endswith("quiet=1\n")
+    restore_kept(machine.journals)

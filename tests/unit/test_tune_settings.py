@@ -32,7 +32,7 @@ from noisescope.tune.actions import KERNEL_CMDLINE, NotApplied
 from noisescope.tune.plan import RUNTIME, PlanEntry, make_plan
 from noisescope.tune.settings import (
     CMDLINE,
-    SNIPPET_HEADERS,
+    SETTING_SNIPPET_HEADERS,
     SYSCTL,
     TMPFILES,
     partition_cgroup,
@@ -390,7 +390,7 @@ def test_each_setting_says_what_makes_it_persistent(tmp_path):
     root = make_tree(tmp_path)
     actions = setting_actions(str(root))
     snippets = {name: actions[name].persist(entry(name), HOUSEKEEPING) for name in actions}
-    assert {file for file, _ in snippets.values()} <= {*SNIPPET_HEADERS, KERNEL_CMDLINE}
+    assert {file for file, _ in snippets.values()} <= {*SETTING_SNIPPET_HEADERS, KERNEL_CMDLINE}
     assert snippets["vm.stat_interval"] == (SYSCTL, "vm.stat_interval = 10\n")
     assert snippets["timer-migration"] == (SYSCTL, "kernel.timer_migration = 0\n")
     assert snippets["watchdogs"] == (SYSCTL, "kernel.watchdog_cpumask = 0-1\n")

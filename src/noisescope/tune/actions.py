@@ -17,6 +17,7 @@ import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from ..host import HostRoot
 from ..knobs import KnobJournal, read_knob
@@ -41,6 +42,10 @@ class Action:
 
     make: Callable[[KnobJournal, PlanEntry, tuple[int, ...]], None]
     persist: Callable[[PlanEntry, tuple[int, ...]], tuple[str, str]]
+    # Whether `--measure` can try it: False for a change the measuring threads
+    # would have to be moved into first (a cpuset partition keeps every task
+    # outside it off the target CPUs, the sampler included).
+    measurable: bool = True
 
 
 def move_irq(journal: KnobJournal, irq: int, cpus: tuple[int, ...], root: str = "/") -> None:
@@ -164,10 +169,18 @@ ACTIONS: dict[str, Action] = {
 }
 
 
+@cache
+def _registry() -> tuple[dict[str, Action], dict[str, str]]:
+    """Every action and snippet header: these and the system settings' (settings.py
+    builds on this module, so it is imported once both exist)."""
+    from .settings import SETTING_ACTIONS, SETTING_SNIPPET_HEADERS
+    return {**ACTIONS, **SETTING_ACTIONS}, {**SNIPPET_HEADERS, **SETTING_SNIPPET_HEADERS}
+
+
 def action_for(entry: PlanEntry) -> Action | None:
     """How to carry out a plan entry; None for those that are not runtime changes
     noisescope can make."""
-    return ACTIONS.get(entry.action) if entry.applies == RUNTIME else None
+    return _registry()[0].get(entry.action) if entry.applies == RUNTIME else None
 
 
 def snippet_files(lines: list[tuple[str, str]]) -> dict[str, str]:
@@ -176,7 +189,7 @@ def snippet_files(lines: list[tuple[str, str]]) -> dict[str, str]:
     files: dict[str, str] = {}
     for name, text in lines:
         if name not in files:
-            header = SNIPPET_HEADERS.get(name, "")
+            header = _registry()[1].get(name, "")
             files[name] = header + ("\n" if header and not header.endswith("\n") else "")
         files[name] += text
     return files

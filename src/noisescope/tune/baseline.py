@@ -168,7 +168,8 @@ def tune(options: TuneOptions, *, facts: HostFacts | None = None,
                         result.restore_failures += applied.restore()
                         result.kept = []
                     else:
-                        bundle.files = persistent_files(result.kept, plan, keep)
+                        lapsing = let_go_of_held(applied, result)
+                        bundle.files = persistent_files(result.kept + lapsing, plan, keep)
                 record_trials(bundle, result, options)
             if destination is not None:
                 bundle.write(destination)
@@ -185,6 +186,21 @@ def try_plan(rounds: Rounds, trials) -> list[TrialResult]:
     if together is not None and not rounds.stopped:
         results.append(rounds.run(together))
     return results
+
+
+def let_go_of_held(applied: KnobJournal, result: TuneResult) -> list[PlanEntry]:
+    """The kept changes that last only while this process holds a file open
+    (/dev/cpu_dma_latency): they cannot outlive it, so they are let go now,
+    left out of `result.kept` and said; only their persistent snippet stays."""
+    lapsing = [e for e in result.kept if e.action in applied.held]
+    if lapsing:
+        applied.revert(*(e.action for e in lapsing))
+        result.kept = [e for e in result.kept if e not in lapsing]
+        result.bundle.manifest["warnings"].append(Diagnostic(
+            Code.NOT_KEPT, f"{', '.join(e.source for e in lapsing)}: helped, but lasts only while "
+            f"a process holds its request open, so it ends with tune; its persistent snippet "
+            f"is in the bundle").to_dict())
+    return lapsing
 
 
 def kept_entries(results: list[TrialResult]) -> list[PlanEntry]:

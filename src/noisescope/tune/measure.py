@@ -80,7 +80,8 @@ def trials_of(plan: Iterable[PlanEntry], targets: tuple[int, ...],
     under SMALL_SHARE_PCT of their CPU's lost time; with `only`, just the
     entries it names (irq:N, pid:N or an action's name)."""
     return [Trial(e.source, (e,), targets if e.cpu is None else (e.cpu,)) for e in plan
-            if action_for(e) is not None and (e.share_pct is None or e.share_pct >= SMALL_SHARE_PCT)
+            if (action := action_for(e)) is not None and action.measurable
+            and (e.share_pct is None or e.share_pct >= SMALL_SHARE_PCT)
             and (not only or {f"irq:{e.irq}", f"pid:{e.pid}", e.action} & set(only))]
 
 

@@ -64,7 +64,7 @@ SYSCTL = "sysctl.d/90-noisescope.conf"
 TMPFILES = "tmpfiles.d/noisescope.conf"
 CMDLINE = KERNEL_CMDLINE
 IRQBALANCE = "irqbalance.conf"
-SNIPPET_HEADERS = {
+SETTING_SNIPPET_HEADERS = {
     SYSCTL: "# Settings noisescope tune kept: copy to /etc/sysctl.d/ (sysctl --system applies "
             "it now).\n",
     TMPFILES: "# Kernel settings noisescope tune kept: copy to /etc/tmpfiles.d/ "
@@ -468,7 +468,7 @@ def _cpuset_partition(root: str) -> Action:
         cpus = format_cpu_list(targets_of(entry, housekeeping, host))
         return CMDLINE, f"# the cpuset partition's boot-time equivalent\nisolcpus={cpus}\n"
 
-    return Action(make, persist)
+    return Action(make, persist, measurable=False)
 
 
 _MAKERS: dict[str, Callable[[str], Action]] = {
