@@ -29,7 +29,7 @@ from .errors import UsageError, unwritable
 from .host import HostFacts
 from .manifest import SCHEMA_VERSION, Manifest
 from .memory import release_free_memory
-from .tables import ParkedTable, StoredTable, Table
+from .tables import ParkedTable, SpooledTable, StoredTable, Table
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
 MANIFEST = "manifest.json"
@@ -137,6 +137,12 @@ class Bundle:
             self._tables[name] = table = table.load()
         return table
 
+    def batched_table(self, name: str) -> Table | SpooledTable:
+        """The table, or (a scan's samples before the bundle is written) the spool it
+        is made of, to be read by CPU a batch at a time (`tables.cpu_batches`)."""
+        table = self._tables.get(name)
+        return table if isinstance(table, SpooledTable) else self.table(name)
+
     def has_table(self, name: str) -> bool:
         return name in self.table_names
 
@@ -192,7 +198,7 @@ class Bundle:
         write after a failed one), those not made yet are left out. Returns
         the tables left out."""
         to_make = [n for n, t in sorted(self._tables.items())
-                   if isinstance(t, StoredTable) and not t.is_ready]
+                   if isinstance(t, StoredTable) and t.optional and not t.is_ready]
         given_up: set[str] = set()
         if frame is not None:
             frame.optional = lambda: [_tables_phrase(to_make)] if to_make else []
@@ -242,7 +248,7 @@ class Bundle:
                 if name in given_up:  # announced (before it was made, or meanwhile)
                     file.unlink(missing_ok=True)
                     left_out.append(name)
-            elif isinstance(table, StoredTable):
+            elif isinstance(table, StoredTable):  # made now if it is not yet (never left out)
                 _link_or_copy(table.ready(), file)  # the caller removes its file
             else:
                 _write_table(table, file)

@@ -1,7 +1,8 @@
 """Work directories of a run, and what a killed run (SIGKILL) leaves of them.
 
 While it works, a run keeps hidden directories beside its output:
-`.NAME.partial-PID/` (a bundle being written), `.NAME.trace-PID/` (copies of
+`.NAME.partial-PID/` (a bundle being written), `.NAME.samples-PID/` (the
+probes' samples, spooled as they are measured), `.NAME.trace-PID/` (copies of
 the trace buffers; `noisescope-trace-PID-*` in the temporary directory for a
 scan without a bundle) and, inside a fleet directory, `.partial-PID/`. Each
 holds a marker (`MARKER`) naming the process that made it: its PID, its
@@ -39,11 +40,14 @@ _NAMES = (  # (name, what it holds)
     (re.compile(r"^\..+\.partial-(\d+)$"), "partial"),
     (re.compile(r"^\.partial-(\d+)$"), "fleet"),
     (re.compile(r"^\..+\.trace-(\d+)$"), "trace"),
+    (re.compile(r"^\..+\.samples-(\d+)$"), "samples"),
     (re.compile(rf"^{TEMPORARY_TRACE_PREFIX}(\d+)-\w+$"), "trace"),
 )
 _WHAT = {"partial": "the start of a bundle, with nothing measured in it yet",
          "fleet": "the start of a fleet summary (its ranks' bundles hold the measurement)",
-         "trace": "copies of trace buffers, which nothing reads without the run"}
+         "trace": "copies of trace buffers, which nothing reads without the run",
+         "samples": "samples spooled by a run killed while it measured (no manifest says what "
+                    "they are)"}
 
 
 def _boot_id() -> str:

@@ -159,6 +159,9 @@ class StoredTable:
     # writes the file; may stop early (raising) once its argument returns True
     write_file: Callable[[Callable[[], bool]], None] | None = field(default=None, compare=False,
                                                                     repr=False)
+    # whether a bundle may leave it out when an interrupt comes before it is written
+    # (a trace may go; measured samples may not)
+    optional: bool = field(default=True, compare=False)
 
     @property
     def is_ready(self) -> bool:
@@ -175,6 +178,64 @@ class StoredTable:
         import pyarrow.parquet as pq
 
         return Table.from_arrow(pq.read_table(self.ready()))
+
+
+CpuBatches = Callable[[], Iterator[Table]]  # one CPU's rows, in order, a batch at a time
+
+
+@dataclass(frozen=True)
+class SpooledTable(StoredTable):
+    """A table made of batches read from files (a probe's samples spool), by
+    CPU and in order: never whole in memory unless `load()` is asked for. Its
+    Parquet file (one row group per batch) is written when a bundle first needs
+    it; a bundle never leaves it out (`optional` False)."""
+
+    sources: tuple[tuple[int, CpuBatches], ...] = field(default=(), compare=False, repr=False)
+    empty: Table | None = field(default=None, compare=False, repr=False)  # its columns, no rows
+
+    @classmethod
+    def of(cls, path: Path, rows: int, empty: Table,
+           sources: list[tuple[int, CpuBatches]]) -> SpooledTable:
+        """`rows` rows over all `sources` (CPU, its batches); `empty`: the columns."""
+        def write_file(give_up: Callable[[], bool]) -> None:
+            import pyarrow.parquet as pq
+
+            partial = path.with_name(f".{path.name}.partial")
+            writer = pq.ParquetWriter(partial, empty.to_arrow().schema, compression="zstd",
+                                      use_dictionary=False)
+            try:
+                for batch in table.batches():
+                    writer.write_table(batch.to_arrow())
+                writer.close()
+                partial.rename(path)  # whole, or not there
+            finally:
+                writer.close()
+                partial.unlink(missing_ok=True)
+
+        table = cls(path, rows, empty.columns, write_file, False, tuple(sources), empty)
+        return table
+
+    def batches(self, cpu: int | None = None) -> Iterator[Table]:
+        """The rows of `cpu` (None: of every CPU, CPU after CPU), in order."""
+        for source_cpu, batches in self.sources:
+            if cpu is None or source_cpu == cpu:
+                yield from batches()
+
+    def load(self) -> Table:
+        if self.path.exists():
+            return super().load()
+        return Table.concat([self.empty, *self.batches()])
+
+
+def cpu_batches(table: Table | SpooledTable, cpu: int, order: str) -> Iterator[Table]:
+    """The rows of `cpu` ordered by the column `order`, a batch at a time: a
+    spooled table's batches as they were measured (in that order), a table in
+    memory as one batch, sorted."""
+    if isinstance(table, SpooledTable):
+        yield from table.batches(cpu)
+        return
+    mine = table.where(cpu=cpu)
+    yield mine.filter(np.argsort(mine[order], kind="stable")) if mine.rows else mine
 
 
 @dataclass(frozen=True)
