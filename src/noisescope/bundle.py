@@ -29,7 +29,7 @@ from .errors import UsageError, unwritable
 from .host import HostFacts
 from .manifest import SCHEMA_VERSION, Manifest
 from .memory import release_free_memory
-from .tables import ParkedTable, SpooledTable, StoredTable, Table
+from .tables import ParkedTable, SpooledTable, StoredTable, Table, dictionary_columns
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
 MANIFEST = "manifest.json"
@@ -401,14 +401,10 @@ def _json_default(value):
 
 
 def _write_table(table: Table | ParkedTable, path: Path) -> None:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     arrow = table.to_arrow()
-    # Dictionary pages only for strings: for numeric columns (timestamps,
-    # durations) they cost tens of MB while writing and save nothing.
-    strings = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
-    pq.write_table(arrow, path, compression="zstd", use_dictionary=strings)
+    pq.write_table(arrow, path, compression="zstd", use_dictionary=dictionary_columns(arrow.schema))
 
 
 def _read_table(path: Path) -> Table:

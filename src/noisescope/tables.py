@@ -190,34 +190,48 @@ class SpooledTable(StoredTable):
     Parquet file (one row group per batch) is written when a bundle first needs
     it; a bundle never leaves it out (`optional` False)."""
 
-    sources: tuple[tuple[int, CpuBatches], ...] = field(default=(), compare=False, repr=False)
+    # (cpu, its rows, its batches) for each CPU, in the table's order
+    sources: tuple[tuple[int, int, CpuBatches], ...] = field(default=(), compare=False, repr=False)
     empty: Table | None = field(default=None, compare=False, repr=False)  # its columns, no rows
 
     @classmethod
-    def of(cls, path: Path, rows: int, empty: Table,
-           sources: list[tuple[int, CpuBatches]]) -> SpooledTable:
-        """`rows` rows over all `sources` (CPU, its batches); `empty`: the columns."""
+    def of(cls, path: Path, empty: Table, sources: list[tuple[int, int, CpuBatches]]
+           ) -> SpooledTable:
+        """The table of `sources` (CPU, rows, batches); `empty`: its columns."""
         def write_file(give_up: Callable[[], bool]) -> None:
             import pyarrow.parquet as pq
 
             partial = path.with_name(f".{path.name}.partial")
-            writer = pq.ParquetWriter(partial, empty.to_arrow().schema, compression="zstd",
-                                      use_dictionary=False)
+            writer = None
             try:
-                for batch in table.batches():
-                    writer.write_table(batch.to_arrow())
-                writer.close()
+                for batch in (b for b in table.batches() if b.rows):
+                    arrow = batch.to_arrow()
+                    if writer is None:  # the first batch's types (strings need rows to be typed)
+                        writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd",
+                                                  use_dictionary=dictionary_columns(arrow.schema))
+                    writer.write_table(arrow)
+                if writer is None:
+                    pq.write_table(empty.to_arrow(), partial)
+                else:
+                    writer.close()
                 partial.rename(path)  # whole, or not there
             finally:
-                writer.close()
+                if writer is not None:
+                    writer.close()
                 partial.unlink(missing_ok=True)
 
-        table = cls(path, rows, empty.columns, write_file, False, tuple(sources), empty)
+        table = cls(path, sum(rows for _, rows, _ in sources), empty.columns, write_file, False,
+                    tuple(sources), empty)
         return table
+
+    @property
+    def cpus(self) -> list[int]:
+        """The CPUs with rows."""
+        return [cpu for cpu, rows, _ in self.sources if rows]
 
     def batches(self, cpu: int | None = None) -> Iterator[Table]:
         """The rows of `cpu` (None: of every CPU, CPU after CPU), in order."""
-        for source_cpu, batches in self.sources:
+        for source_cpu, _, batches in self.sources:
             if cpu is None or source_cpu == cpu:
                 yield from batches()
 
@@ -225,6 +239,22 @@ class SpooledTable(StoredTable):
         if self.path.exists():
             return super().load()
         return Table.concat([self.empty, *self.batches()])
+
+
+def dictionary_columns(schema) -> list[str]:
+    """The columns a Parquet file stores with dictionary pages: strings only
+    (for numeric columns, timestamps and durations, they cost tens of MB
+    while writing and save nothing)."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
+
+
+def table_cpus(table: Table | SpooledTable) -> list[int]:
+    """The CPUs a table (with a `cpu` column) has rows of, in order."""
+    if isinstance(table, SpooledTable):
+        return sorted(table.cpus)
+    return np.unique(table["cpu"]).tolist()
 
 
 def cpu_batches(table: Table | SpooledTable, cpu: int, order: str) -> Iterator[Table]:

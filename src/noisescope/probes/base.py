@@ -191,8 +191,8 @@ class Probe:
             spooled = [part for part in cpu_parts if isinstance(part, CpuSamples)]
             if spooled and done.run.spool is not None:
                 tables[name] = SpooledTable.of(
-                    done.run.spool.directory / f"{name}.parquet", sum(p.rows for p in spooled),
-                    spooled[0].empty, [(p.cpu, p.batches) for p in spooled])
+                    done.run.spool.directory / f"{name}.parquet", spooled[0].empty,
+                    [(p.cpu, p.rows, p.batches) for p in spooled])
             else:
                 tables[name] = Table.concat(cpu_parts)  # type: ignore[arg-type]
         tables.update(windows=done.windows, injections=done.injections)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -30,7 +30,7 @@ from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
-from ..tables import StoredTable, Table, repeated
+from ..tables import ParkedTable, SpooledTable, StoredTable, Table, repeated
 from .attribute import attribute
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
@@ -249,12 +249,15 @@ class ScanTracing:
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
                                                         for _, c in self.captures):
             def explain_detours():
-                attribution = attribute(detours, trace, coverage,
-                                        injected=invisible_to_the_kernel(tables.get("injections")))
-                release_free_memory()
-                annotated = attribution.annotate(detours)
-                return annotated, attribution.causes, attribution_summary(annotated,
-                                                                          attribution.causes, trace)
+                injected = invisible_to_the_kernel(tables.get("injections"))
+                if isinstance(detours, SpooledTable):
+                    annotated, causes = attribute_in_batches(
+                        detours, trace, coverage, injected, detours.path.parent / "attributed")
+                else:
+                    attribution = attribute(detours, trace, coverage, injected=injected)
+                    release_free_memory()
+                    annotated, causes = attribution.annotate(detours), attribution.causes
+                return annotated, causes, attribution_summary(annotated, causes, trace)
 
             explained = stage.run("explaining the detours", explain_detours)
             if explained is not None:
@@ -266,7 +269,8 @@ class ScanTracing:
         elif series is not None and series.rows and any(c.event_count + c.switch_count
                                                         for p, c in self.captures if p == "timerlat"):
             late = stage.run("explaining the late wakeups", lambda: explain_late_wakeups(
-                series, self.options.wakeup_threshold_ns, summaries["timerlat"], trace, coverage))
+                series.load() if isinstance(series, SpooledTable) else series,  # held whole
+                self.options.wakeup_threshold_ns, summaries["timerlat"], trace, coverage))
             if late is not None:
                 tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
                 summaries["late_wakeups"] = late.summary
@@ -347,6 +351,32 @@ def tracing_cost(pairs: list[tuple[list[dict], list[dict]]], run_ns: int) -> dic
         cost[key] = float(np.median(differences))
         cost[f"{key}_interval"] = [float(min(differences)), float(max(differences))]
     return cost
+
+
+def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Table,
+                         injected: Table | None, directory: Path
+                         ) -> tuple[SpooledTable, SpooledTable]:
+    """`attribute` the spooled detours a batch at a time (the same result as all at
+    once: it replays each run of spans from an empty state), the detours with
+    their causes and the causes parked batch by batch in `directory` (numpy
+    files: no pyarrow yet); returns both as spooled tables."""
+    def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
+        return lambda: (part.load() for part in parts)
+
+    annotated, causes = [], []
+    for cpu, rows, _ in detours.sources:
+        mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
+        for k, batch in enumerate(detours.batches(cpu)):
+            attribution = attribute(batch, trace, coverage, injected=injected)
+            mine[0].append(ParkedTable.park(attribution.annotate(batch),
+                                            directory / f"detours-{cpu}-{k}"))
+            mine[1].append(ParkedTable.park(attribution.causes, directory / f"causes-{cpu}-{k}"))
+        annotated.append((cpu, rows, parked(mine[0])))
+        causes.append((cpu, sum(part.rows for part in mine[1]), parked(mine[1])))
+    assert detours.empty is not None
+    none = attribute(detours.empty, trace, coverage)  # the columns' types
+    return (SpooledTable.of(directory / "detours.parquet", none.annotate(detours.empty), annotated),
+            SpooledTable.of(directory / "detour_causes.parquet", none.causes, causes))
 
 
 def invisible_to_the_kernel(injections: Table | None) -> Table | None:
