@@ -46,9 +46,11 @@ class SampleSpool:
             for out in files:
                 out.close()
 
-    def batches(self, index: int, rows: int = SPOOL_ROWS
+    def batches(self, index: int, rows: int | None = None
                 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Spec `index`'s samples in order, at most `rows` of each buffer at a time."""
+        """Spec `index`'s samples in order, at most `rows` (SPOOL_ROWS) of each
+        buffer at a time."""
+        rows = rows or SPOOL_ROWS
         with open(self.path(index, self.buffers[0]), "rb") as first, \
                 open(self.path(index, self.buffers[1]), "rb") as second:
             for begin in range(0, self.rows[index], rows):
