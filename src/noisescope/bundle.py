@@ -461,8 +461,13 @@ def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, 
         file = partial / entry["file"]
         if not _whole_parquet(file, entry["rows"]):
             file.unlink(missing_ok=True)
+            spooled = _spooled_file(partial, entry)
             try:
-                _write_table(ParkedTable(partial / PARKED / name, entry["rows"], entry["columns"]), file)
+                if spooled is not None:
+                    _link_or_copy(spooled, file)
+                else:
+                    _write_table(ParkedTable(partial / PARKED / name, entry["rows"],
+                                             entry["columns"]), file)
             except Exception:  # noqa: BLE001 - parked files cut short in any way: the table is lost
                 file.unlink(missing_ok=True)
                 missing.append(name)
@@ -482,6 +487,21 @@ def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, 
         target = partial.parent / f"{name}-salvaged-{pid}"
     os.rename(partial, target)
     return target, missing
+
+
+def _spooled_file(partial: Path, entry: dict) -> Path | None:
+    """A table of samples as the killed scan made it from its spool, whole (the
+    scan's samples work directory holds the Parquet file of each, made just
+    before the bundle takes it), or None."""
+    import pyarrow.parquet as pq
+
+    name, pid = partial.name[1:].rsplit(".partial-", 1)
+    spool = leftovers.samples_workdir(partial.parent / name, int(pid))
+    for candidate in sorted(spool.glob(f"*/*/{entry['file']}")):
+        if (_whole_parquet(candidate, entry["rows"])
+                and pq.read_schema(candidate).names == entry["columns"]):
+            return candidate
+    return None
 
 
 def _whole_parquet(path: Path, rows: int) -> bool:

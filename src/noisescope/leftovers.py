@@ -14,11 +14,14 @@ system) or in another container, is never touched.
 What a leftover holds decides what becomes of it (`sweep`):
 - a partial bundle whose manifest was written (the manifest comes first)
   holds the measurement: it is salvaged into a bundle marked incomplete
-  (`bundle.salvage_partial`), never deleted. `noisescope cleanup` does that; the next
-  run in the same directory only says so (salvaging loads pyarrow and writes
-  tables, which a run that is about to measure should not do).
+  (`bundle.salvage_partial`, which takes the tables of samples the run had
+  already made whole in its samples directory), never deleted. `noisescope
+  cleanup` does that; the next run in the same directory only says so
+  (salvaging loads pyarrow and writes tables, which a run that is about to
+  measure should not do).
 - everything else (trace copies, which cannot be read without the run that
-  recorded them; a partial bundle killed before its manifest existed, which
+  recorded them; samples spooled by a run killed while it measured, which no
+  manifest describes; a partial bundle killed before its manifest existed, which
   holds nothing measured; a fleet summary cut short, whose ranks' bundles
   hold the measurement) is removed.
 """
@@ -80,6 +83,12 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return True
     return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
+
+
+def samples_workdir(destination: Path, pid: int) -> Path:
+    """Where the scan (process `pid`) that writes `destination` spools its samples
+    while it measures (a salvaged bundle takes the tables it finds whole there)."""
+    return destination.parent / f".{destination.name}.samples-{pid}"
 
 
 def make_workdir(path: Path) -> Path:

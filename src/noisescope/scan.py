@@ -32,7 +32,7 @@ from .host import (
     live_host_facts,
     read_interrupts,
 )
-from .leftovers import make_workdir
+from .leftovers import make_workdir, samples_workdir
 from .manifest import new_manifest, utc_now
 from .memory import available_kib
 from .privileges import is_root, memory_locked
@@ -190,11 +190,6 @@ def _cost_run(ctx: ProbeContext, options: ScanOptions, duration_ns: int) -> Prob
                             threshold_ns=options.threshold_ns, max_detours=options.max_detours)
 
 
-def _samples_workdir(destination: Path) -> Path:
-    """Where a scan that writes `destination` spools its samples while it measures."""
-    return destination.parent / f".{destination.name}.samples-{os.getpid()}"
-
-
 def probe_start_ns(first_ns: int, schedule, index: int) -> int:
     """When probe number `index` starts if the scan starts at `first_ns` (0: each
     probe as soon as it is ready)."""
@@ -253,7 +248,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         samples = None
         try:
             if destination is not None:  # the samples go to files, not memory, as they come
-                samples = make_workdir(_samples_workdir(Path(destination)))
+                samples = make_workdir(samples_workdir(Path(destination), os.getpid()))
             return _measure(options, scan_plan, facts, clock, schedule, tracing, keep,
                             started=started, argv=argv, progress=progress,
                             destination=destination, kind=kind, on_ready=on_ready, amend=amend,

@@ -268,9 +268,12 @@ class ScanTracing:
                                            "not stored (--no-series)")
         elif series is not None and series.rows and any(c.event_count + c.switch_count
                                                         for p, c in self.captures if p == "timerlat"):
+            threshold = self.options.wakeup_threshold_ns
+            if isinstance(series, SpooledTable):  # only the late wakeups are read into memory
+                series = Table.concat([series.empty, *(
+                    batch.filter(batch["latency_ns"] >= threshold) for batch in series.batches())])
             late = stage.run("explaining the late wakeups", lambda: explain_late_wakeups(
-                series.load() if isinstance(series, SpooledTable) else series,  # held whole
-                self.options.wakeup_threshold_ns, summaries["timerlat"], trace, coverage))
+                series, threshold, summaries["timerlat"], trace, coverage))
             if late is not None:
                 tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
                 summaries["late_wakeups"] = late.summary
