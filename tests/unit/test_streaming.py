@@ -197,9 +197,13 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
     [summary] = bundle.summaries["detour"]
     detours = bundle.table("detours")
     assert summary["overflow"] == 0
-    assert summary["stored"] == summary["detours"] == detours.rows >= 4 * small_ring
+    assert summary["stored"] == summary["detours"] == detours.rows
     assert np.all(np.diff(detours.start_ns) > 0)
-    assert summary["injections"]["found"] >= 0.9 * summary["injections"]["injected"] > 0
+    # each 20 us injection is a detour (6,000 in 3 s, fewer when other tasks held the CPU):
+    # the ring turned over and the spool was read back in several batches
+    found = summary["injections"]["found"]
+    assert detours.rows >= found >= 0.9 * summary["injections"]["injected"]
+    assert found > 2 * small_ring > 3 * small_batches
     if bundle.manifest["trace"]["enabled"]:
         [explained] = bundle.summaries["attribution"]
         assert explained["detours"] == detours.rows

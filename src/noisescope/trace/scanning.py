@@ -252,7 +252,7 @@ class ScanTracing:
                 injected = invisible_to_the_kernel(tables.get("injections"))
                 if isinstance(detours, SpooledTable):
                     annotated, causes = attribute_in_batches(
-                        detours, trace, coverage, injected, detours.path.parent / "attributed")
+                        detours, trace, coverage, injected, detours.path.parent.parent / "attributed")
                 else:
                     attribution = attribute(detours, trace, coverage, injected=injected)
                     release_free_memory()
