@@ -212,6 +212,9 @@ class Bundle:
             self._write_manifest(partial)
             if release_tables:
                 self._park(partial / PARKED)
+            for table in self._tables.values():  # samples whole on disk first: a salvage takes them
+                if isinstance(table, StoredTable) and not table.optional:
+                    table.ready()
             left_out = self._write_tables(partial, to_make, given_up)
             if left_out and frame is not None:
                 self._leave_out(left_out, Code.INTERRUPTED, "an interrupt came before they were "

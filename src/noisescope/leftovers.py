@@ -20,10 +20,11 @@ What a leftover holds decides what becomes of it (`sweep`):
   (salvaging loads pyarrow and writes tables, which a run that is about to
   measure should not do).
 - everything else (trace copies, which cannot be read without the run that
-  recorded them; samples spooled by a run killed while it measured, which no
-  manifest describes; a partial bundle killed before its manifest existed, which
-  holds nothing measured; a fleet summary cut short, whose ranks' bundles
-  hold the measurement) is removed.
+  recorded them; samples spooled by a run, of which a salvaged bundle has
+  taken what it needs, and which without a manifest nothing describes; a
+  partial bundle killed before its manifest existed, which holds nothing
+  measured; a fleet summary cut short, whose ranks' bundles hold the
+  measurement) is removed.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ _NAMES = (  # (name, what it holds)
 _WHAT = {"partial": "the start of a bundle, with nothing measured in it yet",
          "fleet": "the start of a fleet summary (its ranks' bundles hold the measurement)",
          "trace": "copies of trace buffers, which nothing reads without the run",
-         "samples": "samples spooled by a run killed while it measured (no manifest says what "
-                    "they are)"}
+         "samples": "samples spooled by the run (what a salvaged bundle needs of them "
+                    "it has taken)"}
 
 
 def _boot_id() -> str:

@@ -152,19 +152,29 @@ def small_batches(monkeypatch):
     return 500
 
 
+@pytest.fixture
+def spool_ring(monkeypatch):
+    """Rings of 4,000 slots (2 s at 2 kHz): the drain writes to files now, which the
+    kernel may hold up a while when other work fills the page cache."""
+    monkeypatch.setattr(native, "MIN_RING", 4_000)
+    monkeypatch.setattr(native, "RING_SECONDS", 0)
+    return 4_000
+
+
 def test_a_spooled_run_stores_every_detour_and_reads_them_batch_by_batch(
-        live_facts, small_ring, small_batches, tmp_path):
+        live_facts, spool_ring, small_batches, tmp_path):
     result = run_with_injection(live_facts, 4 * SECOND, spool_dir=tmp_path)
     [summary] = result.summaries
     detours = result.tables["detours"]
     assert isinstance(detours, SpooledTable) and not detours.path.exists()
     batches = list(detours.batches())
-    assert len(batches) >= 6 * small_ring // small_batches
     assert all(batch.rows <= small_batches for batch in batches)
     whole = detours.load()
     assert summary["overflow"] == 0, result.diagnostics
     assert summary["stored"] == summary["detours"] == whole.rows == detours.rows
-    assert whole.rows >= result.tables["injections"].rows >= 6 * small_ring
+    # 8,000 injections in 4 s: the ring turned over, the spool was read in many batches
+    assert whole.rows >= result.tables["injections"].rows >= 1.5 * spool_ring
+    assert len(batches) >= 12
     assert np.all(np.diff(whole.start_ns) > 0)  # in order across every batch and turn of the ring
     assert whole.duration_ns.min() >= THRESHOLD_NS
     # the summary's percentiles, from the batches, are exactly those of the whole column
@@ -185,7 +195,7 @@ def test_a_spooled_run_stores_every_detour_and_reads_them_batch_by_batch(
 
 
 def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
-        live_facts, small_ring, small_batches, tmp_path):
+        live_facts, spool_ring, small_batches, tmp_path):
     """Traced, so that attribution and the spectrum read the spooled detours too."""
     cpu = max(os.sched_getaffinity(0))
     options = ScanOptions(cpus=(cpu,), duration_ns=3 * SECOND, probes=("detour",),
@@ -203,7 +213,7 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
     # the ring turned over and the spool was read back in several batches
     found = summary["injections"]["found"]
     assert detours.rows >= found >= 0.9 * summary["injections"]["injected"]
-    assert found > 2 * small_ring > 3 * small_batches
+    assert found > spool_ring > 3 * small_batches
     if bundle.manifest["trace"]["enabled"]:
         [explained] = bundle.summaries["attribution"]
         assert explained["detours"] == detours.rows
