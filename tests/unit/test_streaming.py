@@ -4,6 +4,7 @@ drain that falls behind is counted, never silent."""
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
@@ -20,11 +21,14 @@ from noisescope.probes.injection import Injection
 from noisescope.probes.schedule import plan_windows
 from noisescope.probes.summary import QUANTILES
 from noisescope.scan import ScanOptions, scan
-from noisescope.tables import SpooledTable
+from noisescope.tables import SpooledTable, Table
+from noisescope.trace import event_source, scanning
 from noisescope.units import SECOND
 
 from ..helpers import RT
 
+# the module (noisescope.trace.attribute is also the name of its function)
+attribute_module = importlib.import_module("noisescope.trace.attribute")
 THRESHOLD_NS = 2_000
 RATE_HZ = 2_000.0  # injected detours: many times what the small ring holds
 
@@ -195,8 +199,11 @@ def test_a_spooled_run_stores_every_detour_and_reads_them_batch_by_batch(
 
 
 def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
-        live_facts, spool_ring, small_batches, tmp_path):
-    """Traced, so that attribution and the spectrum read the spooled detours too."""
+        live_facts, spool_ring, small_batches, tmp_path, monkeypatch):
+    """Traced, so that attribution and the spectrum read the spooled detours too:
+    attributed in parts of about 300 detours cut where chunks of 50 ms end."""
+    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 300)
+    monkeypatch.setattr(attribute_module, "CHUNK_NS", 50_000_000)
     cpu = max(os.sched_getaffinity(0))
     options = ScanOptions(cpus=(cpu,), duration_ns=3 * SECOND, probes=("detour",),
                           threshold_ns=THRESHOLD_NS, injections=(Injection(cpu, RATE_HZ, 20_000),))
@@ -229,4 +236,13 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
         assert per_detour == dict(zip(detours.start_ns.tolist(), detours.duration_ns.tolist(),
                                       strict=True))
         assert set(detours["cause"].tolist()) <= {c["cause"] for c in explained["causes"]}
+        # explained in parts, as all at once from the events stored in the bundle
+        again = attribute_module.attribute(
+            Table({c: detours[c] for c in ("cpu", "start_ns", "duration_ns")}),
+            event_source(bundle), bundle.trace_coverage,
+            injected=scanning.invisible_to_the_kernel(bundle.injections))
+        for name in again.causes.columns:
+            assert np.array_equal(again.causes[name], causes[name]), name
+        for name in again.primary.columns:
+            assert np.array_equal(again.primary[name], detours[name]), name
     assert {s["series"] for s in bundle.summaries["spectrum"]} == {"detour"}

@@ -30,8 +30,8 @@ from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
-from ..tables import ParkedTable, SpooledTable, StoredTable, Table, repeated
-from .attribute import attribute
+from ..tables import ParkedTable, SpooledTable, StoredTable, Table, inside_windows, repeated
+from .attribute import CHUNK_NS, Labels, attribute, chunk_starts
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
@@ -362,27 +362,48 @@ def tracing_cost(pairs: list[tuple[list[dict], list[dict]]], run_ns: int) -> dic
 def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Table,
                          injected: Table | None, directory: Path
                          ) -> tuple[SpooledTable, SpooledTable]:
-    """`attribute` the spooled detours a batch at a time (the same result as all at
-    once: it replays each run of spans from an empty state), the detours with
-    their causes and the causes parked batch by batch in `directory` (numpy
-    files: no pyarrow yet); returns both as spooled tables."""
+    """`attribute` the spooled detours about ATTRIBUTED_ROWS at a time, cut
+    where attribute's own chunks end and with its labels kept from call to
+    call: the same result as all at once. The detours with their causes and
+    the causes are parked batch by batch in `directory` (numpy files: no
+    pyarrow yet); returns both as spooled tables."""
+    labels, tasks = Labels(), {}
+    annotated, causes = [], []
+
     def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
         return lambda: (part.load() for part in parts)
 
-    annotated, causes = [], []
-    for cpu, rows, _ in detours.sources:
+    for cpu, rows, _ in sorted(detours.sources, key=lambda source: source[0]):
         mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
+
+        def attribute_part(spans: Table, cpu: int = cpu, mine=mine) -> None:
+            attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
+                                    tasks=tasks)
+            k = len(mine[0])
+            mine[0].append(ParkedTable.park(attribution.annotate(spans),
+                                            directory / f"detours-{cpu}-{k}"))
+            mine[1].append(ParkedTable.park(attribution.causes, directory / f"causes-{cpu}-{k}"))
+            release_free_memory()  # what attributing took (hundreds of bytes a detour)
+
+        windows = coverage.where(cpu=cpu)
+        origin = None  # the CPU's first traced detour: where attribute counts chunks from
+        pending = detours.empty
         for batch in detours.batches(cpu):
-            for first in range(0, batch.rows, ATTRIBUTED_ROWS):
-                spans = batch.filter(slice(first, first + ATTRIBUTED_ROWS))
-                attribution = attribute(spans, trace, coverage, injected=injected)
-                k = len(mine[0])
-                mine[0].append(ParkedTable.park(attribution.annotate(spans),
-                                                directory / f"detours-{cpu}-{k}"))
-                mine[1].append(ParkedTable.park(attribution.causes,
-                                                directory / f"causes-{cpu}-{k}"))
-                del attribution
-                release_free_memory()  # what attributing took (hundreds of bytes a detour)
+            starts = batch["start_ns"]
+            if origin is None:
+                traced = inside_windows(starts, starts + batch["duration_ns"], windows)
+                origin = int(starts[traced][0]) if traced.any() else None
+            pending = Table.concat([pending, batch])
+            while pending.rows >= ATTRIBUTED_ROWS:
+                cuts = (np.arange(1, pending.rows) if origin is None else  # all untraced
+                        chunk_starts(np.maximum(pending["start_ns"], origin - CHUNK_NS), origin))
+                cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts.min(initial=0))
+                if not cut:
+                    break  # one chunk: more of it comes
+                attribute_part(pending.filter(slice(0, cut)))
+                pending = pending.filter(slice(cut, None))
+        if pending.rows:
+            attribute_part(pending)
         annotated.append((cpu, rows, parked(mine[0])))
         causes.append((cpu, sum(part.rows for part in mine[1]), parked(mine[1])))
     assert detours.empty is not None
