@@ -205,7 +205,7 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
     monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 300)
     monkeypatch.setattr(attribute_module, "CHUNK_NS", 50_000_000)
     cpu = max(os.sched_getaffinity(0))
-    options = ScanOptions(cpus=(cpu,), duration_ns=3 * SECOND, probes=("detour",),
+    options = ScanOptions(cpus=(cpu,), duration_ns=4 * SECOND, probes=("detour",),
                           threshold_ns=THRESHOLD_NS, injections=(Injection(cpu, RATE_HZ, 20_000),))
     destination = tmp_path / "bundle"
     scan(options, facts=live_facts, destination=destination)
@@ -216,11 +216,11 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
     assert summary["overflow"] == 0
     assert summary["stored"] == summary["detours"] == detours.rows
     assert np.all(np.diff(detours.start_ns) > 0)
-    # each 20 us injection is a detour (6,000 in 3 s, fewer when other tasks held the CPU):
+    # each 20 us injection is a detour (8,000 in 4 s, fewer when other tasks held the CPU):
     # the ring turned over and the spool was read back in several batches
     found = summary["injections"]["found"]
     assert detours.rows >= found >= 0.9 * summary["injections"]["injected"]
-    assert found > spool_ring > 3 * small_batches
+    assert detours.rows > spool_ring > 3 * small_batches
     if bundle.manifest["trace"]["enabled"]:
         [explained] = bundle.summaries["attribution"]
         assert explained["detours"] == detours.rows
