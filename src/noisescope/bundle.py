@@ -29,7 +29,7 @@ from .errors import UsageError, unwritable
 from .host import HostFacts
 from .manifest import SCHEMA_VERSION, Manifest
 from .memory import release_free_memory
-from .tables import ParkedTable, StoredTable, Table
+from .tables import ParkedTable, SpooledTable, StoredTable, Table, dictionary_columns
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
 MANIFEST = "manifest.json"
@@ -139,6 +139,12 @@ class Bundle:
             self._tables[name] = table = table.load()
         return table
 
+    def batched_table(self, name: str) -> Table | SpooledTable:
+        """The table, or (a scan's samples before the bundle is written) the spool it
+        is made of, to be read by CPU a batch at a time (`tables.cpu_batches`)."""
+        table = self._tables.get(name)
+        return table if isinstance(table, SpooledTable) else self.table(name)
+
     def has_table(self, name: str) -> bool:
         return name in self.table_names
 
@@ -194,7 +200,7 @@ class Bundle:
         write after a failed one), those not made yet are left out. Returns
         the tables left out."""
         to_make = [n for n, t in sorted(self._tables.items())
-                   if isinstance(t, StoredTable) and not t.is_ready]
+                   if isinstance(t, StoredTable) and t.optional and not t.is_ready]
         given_up: set[str] = set()
         if frame is not None:
             frame.optional = lambda: [_tables_phrase(to_make)] if to_make else []
@@ -208,6 +214,9 @@ class Bundle:
             self._write_manifest(partial)
             if release_tables:
                 self._park(partial / PARKED)
+            for table in self._tables.values():  # samples whole on disk first: a salvage takes them
+                if isinstance(table, StoredTable) and not table.optional:
+                    table.ready()
             left_out = self._write_tables(partial, to_make, given_up)
             for name, text in self.files.items():
                 (partial / name).parent.mkdir(parents=True, exist_ok=True)
@@ -247,7 +256,7 @@ class Bundle:
                 if name in given_up:  # announced (before it was made, or meanwhile)
                     file.unlink(missing_ok=True)
                     left_out.append(name)
-            elif isinstance(table, StoredTable):
+            elif isinstance(table, StoredTable):  # made now if it is not yet (never left out)
                 _link_or_copy(table.ready(), file)  # the caller removes its file
             else:
                 _write_table(table, file)
@@ -400,14 +409,10 @@ def _json_default(value):
 
 
 def _write_table(table: Table | ParkedTable, path: Path) -> None:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     arrow = table.to_arrow()
-    # Dictionary pages only for strings: for numeric columns (timestamps,
-    # durations) they cost tens of MB while writing and save nothing.
-    strings = [f.name for f in arrow.schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
-    pq.write_table(arrow, path, compression="zstd", use_dictionary=strings)
+    pq.write_table(arrow, path, compression="zstd", use_dictionary=dictionary_columns(arrow.schema))
 
 
 def _read_table(path: Path) -> Table:
@@ -464,8 +469,13 @@ def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, 
         file = partial / entry["file"]
         if not _whole_parquet(file, entry["rows"]):
             file.unlink(missing_ok=True)
+            spooled = _spooled_file(partial, entry)
             try:
-                _write_table(ParkedTable(partial / PARKED / name, entry["rows"], entry["columns"]), file)
+                if spooled is not None:
+                    _link_or_copy(spooled, file)
+                else:
+                    _write_table(ParkedTable(partial / PARKED / name, entry["rows"],
+                                             entry["columns"]), file)
             except Exception:  # noqa: BLE001 - parked files cut short in any way: the table is lost
                 file.unlink(missing_ok=True)
                 missing.append(name)
@@ -485,6 +495,21 @@ def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, 
         target = partial.parent / f"{name}-salvaged-{pid}"
     os.rename(partial, target)
     return target, missing
+
+
+def _spooled_file(partial: Path, entry: dict) -> Path | None:
+    """A table of samples as the killed scan made it from its spool, whole (the
+    scan's samples work directory holds the Parquet file of each, made just
+    before the bundle takes it), or None."""
+    import pyarrow.parquet as pq
+
+    name, pid = partial.name[1:].rsplit(".partial-", 1)
+    spool = leftovers.samples_workdir(partial.parent / name, int(pid))
+    for candidate in sorted(spool.glob(f"*/*/{entry['file']}")):
+        if (_whole_parquet(candidate, entry["rows"])
+                and pq.read_schema(candidate).names == entry["columns"]):
+            return candidate
+    return None
 
 
 def _whole_parquet(path: Path, rows: int) -> bool:

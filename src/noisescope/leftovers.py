@@ -1,7 +1,8 @@
 """Work directories of a run, and what a killed run (SIGKILL) leaves of them.
 
 While it works, a run keeps hidden directories beside its output:
-`.NAME.partial-PID/` (a bundle being written), `.NAME.trace-PID/` (copies of
+`.NAME.partial-PID/` (a bundle being written), `.NAME.samples-PID/` (the
+probes' samples, spooled as they are measured), `.NAME.trace-PID/` (copies of
 the trace buffers; `noisescope-trace-PID-*` in the temporary directory for a
 scan without a bundle) and, inside a fleet directory, `.partial-PID/`. Each
 holds a marker (`MARKER`) naming the process that made it: its PID, its
@@ -13,13 +14,17 @@ system) or in another container, is never touched.
 What a leftover holds decides what becomes of it (`sweep`):
 - a partial bundle whose manifest was written (the manifest comes first)
   holds the measurement: it is salvaged into a bundle marked incomplete
-  (`bundle.salvage_partial`), never deleted. `noisescope cleanup` does that; the next
-  run in the same directory only says so (salvaging loads pyarrow and writes
-  tables, which a run that is about to measure should not do).
+  (`bundle.salvage_partial`, which takes the tables of samples the run had
+  already made whole in its samples directory), never deleted. `noisescope
+  cleanup` does that; the next run in the same directory only says so
+  (salvaging loads pyarrow and writes tables, which a run that is about to
+  measure should not do).
 - everything else (trace copies, which cannot be read without the run that
-  recorded them; a partial bundle killed before its manifest existed, which
-  holds nothing measured; a fleet summary cut short, whose ranks' bundles
-  hold the measurement) is removed.
+  recorded them; samples spooled by a run, of which a salvaged bundle has
+  taken what it needs, and which without a manifest nothing describes; a
+  partial bundle killed before its manifest existed, which holds nothing
+  measured; a fleet summary cut short, whose ranks' bundles hold the
+  measurement) is removed.
 """
 
 from __future__ import annotations
@@ -39,11 +44,14 @@ _NAMES = (  # (name, what it holds)
     (re.compile(r"^\..+\.partial-(\d+)$"), "partial"),
     (re.compile(r"^\.partial-(\d+)$"), "fleet"),
     (re.compile(r"^\..+\.trace-(\d+)$"), "trace"),
+    (re.compile(r"^\..+\.samples-(\d+)$"), "samples"),
     (re.compile(rf"^{TEMPORARY_TRACE_PREFIX}(\d+)-\w+$"), "trace"),
 )
 _WHAT = {"partial": "the start of a bundle, with nothing measured in it yet",
          "fleet": "the start of a fleet summary (its ranks' bundles hold the measurement)",
-         "trace": "copies of trace buffers, which nothing reads without the run"}
+         "trace": "copies of trace buffers, which nothing reads without the run",
+         "samples": "samples spooled by the run (what a salvaged bundle needs of them "
+                    "it has taken)"}
 
 
 def _boot_id() -> str:
@@ -76,6 +84,12 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return True
     return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
+
+
+def samples_workdir(destination: Path, pid: int) -> Path:
+    """Where the scan (process `pid`) that writes `destination` spools its samples
+    while it measures (a salvaged bundle takes the tables it finds whole there)."""
+    return destination.parent / f".{destination.name}.samples-{pid}"
 
 
 def make_workdir(path: Path) -> Path:

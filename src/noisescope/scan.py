@@ -11,6 +11,7 @@ events table. Whatever comes, what was measured is written.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -31,6 +32,7 @@ from .host import (
     live_host_facts,
     read_interrupts,
 )
+from .leftovers import make_workdir, samples_workdir
 from .manifest import new_manifest, utc_now
 from .memory import available_kib
 from .privileges import is_root, memory_locked
@@ -243,20 +245,27 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
                                     Path(destination) if destination is not None else None)
         if not facts.tracers and tracing.session is not None:  # tracefs was not mounted before
             facts = replace(facts, tracers=tracing.session.info.tracers)
+        samples = None
         try:
+            if destination is not None:  # the samples go to files, not memory, as they come
+                samples = make_workdir(samples_workdir(Path(destination), os.getpid()))
             return _measure(options, scan_plan, facts, clock, schedule, tracing, keep,
                             started=started, argv=argv, progress=progress,
-                            destination=destination, kind=kind, on_ready=on_ready, amend=amend)
+                            destination=destination, kind=kind, on_ready=on_ready, amend=amend,
+                            spool_dir=samples)
         finally:
             tracing.close()
             tracing.discard()
+            if samples is not None:  # the bundle holds its copy now (or the scan failed)
+                shutil.rmtree(samples, ignore_errors=True)
 
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,
              schedule, tracing: ScanTracing, keep: interrupts.Frame, *, started: str,
              argv: list[str] | None, progress: ScanProgress | None, destination, kind: str,
              on_ready: Callable[[], int] | None,
-             amend: Callable[[Bundle], None] | None = None) -> Bundle:
+             amend: Callable[[Bundle], None] | None = None, spool_dir: Path | None = None
+             ) -> Bundle:
     if on_ready is not None:
         options = replace(options, start_mono_ns=on_ready())
     stage = interrupts.Stage()  # the analysis, which a stop cuts short
@@ -264,7 +273,7 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
     keep.optional = ["the rest of the analysis" + (" and of the trace" if tracing.active else "")]
     keep.give_up = stage.give_up
     results, stopped, hz = _run_probes(options, scan_plan, clock, schedule, tracing, progress,
-                                       keep)
+                                       keep, spool_dir)
     if stopped and not results:
         raise KeyboardInterrupt  # nothing measured, nothing to keep
     if stopped:
@@ -294,8 +303,8 @@ def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock:
 
 
 def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClock, schedule,
-                tracing: ScanTracing, progress: ScanProgress | None, keep: interrupts.Frame
-                ) -> tuple[list[ProbeResult], str | None, dict]:
+                tracing: ScanTracing, progress: ScanProgress | None, keep: interrupts.Frame,
+                spool_dir: Path | None = None) -> tuple[list[ProbeResult], str | None, dict]:
     """Run the probes one after the other (recording the trace of each) until
     they are done or a stop; returns their results, what the stop interrupted
     (None if none came), and the HZ estimate. `keep` learns when there is a
@@ -319,7 +328,8 @@ def _run_probes(options: ScanOptions, scan_plan: ScanPlan, clock: MeasurementClo
                     progress(name, 0.0)
                 ctx = ProbeContext(scan_plan.cpus, schedule, clock, scan_plan.priority,
                                    options.injections, injector_priority,
-                                   probe_start_ns(options.start_mono_ns, schedule, index), report)
+                                   probe_start_ns(options.start_mono_ns, schedule, index), report,
+                                   spool_dir)
                 if name == "detour" and tracing.wants_cost():
                     if tracing.measure_cost(lambda ns, c=ctx: _cost_run(c, options, ns)):
                         stopped = "while measuring tracing's own cost"

@@ -159,6 +159,9 @@ class StoredTable:
     # writes the file; may stop early (raising) once its argument returns True
     write_file: Callable[[Callable[[], bool]], None] | None = field(default=None, compare=False,
                                                                     repr=False)
+    # whether a bundle may leave it out when an interrupt comes before it is written
+    # (a trace may go; measured samples may not)
+    optional: bool = field(default=True, compare=False)
 
     @property
     def is_ready(self) -> bool:
@@ -175,6 +178,94 @@ class StoredTable:
         import pyarrow.parquet as pq
 
         return Table.from_arrow(pq.read_table(self.ready()))
+
+
+CpuBatches = Callable[[], Iterator[Table]]  # one CPU's rows, in order, a batch at a time
+
+
+@dataclass(frozen=True)
+class SpooledTable(StoredTable):
+    """A table made of batches read from files (a probe's samples spool), by
+    CPU and in order: never whole in memory unless `load()` is asked for. Its
+    Parquet file (one row group per batch) is written when a bundle first needs
+    it; a bundle never leaves it out (`optional` False)."""
+
+    # (cpu, its rows, its batches) for each CPU, in the table's order
+    sources: tuple[tuple[int, int, CpuBatches], ...] = field(default=(), compare=False, repr=False)
+    empty: Table | None = field(default=None, compare=False, repr=False)  # its columns, no rows
+
+    @classmethod
+    def of(cls, path: Path, empty: Table, sources: list[tuple[int, int, CpuBatches]]
+           ) -> SpooledTable:
+        """The table of `sources` (CPU, rows, batches); `empty`: its columns."""
+        def write_file(give_up: Callable[[], bool]) -> None:
+            import pyarrow.parquet as pq
+
+            partial = path.with_name(f".{path.name}.partial")
+            writer = None
+            try:
+                for batch in (b for b in table.batches() if b.rows):
+                    arrow = batch.to_arrow()
+                    if writer is None:  # the first batch's types (strings need rows to be typed)
+                        writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd",
+                                                  use_dictionary=dictionary_columns(arrow.schema))
+                    writer.write_table(arrow)
+                if writer is None:
+                    pq.write_table(empty.to_arrow(), partial)
+                else:
+                    writer.close()
+                partial.rename(path)  # whole, or not there
+            finally:
+                if writer is not None:
+                    writer.close()
+                partial.unlink(missing_ok=True)
+
+        table = cls(path, sum(rows for _, rows, _ in sources), empty.columns, write_file, False,
+                    tuple(sources), empty)
+        return table
+
+    @property
+    def cpus(self) -> list[int]:
+        """The CPUs with rows."""
+        return [cpu for cpu, rows, _ in self.sources if rows]
+
+    def batches(self, cpu: int | None = None) -> Iterator[Table]:
+        """The rows of `cpu` (None: of every CPU, CPU after CPU), in order."""
+        for source_cpu, _, batches in self.sources:
+            if cpu is None or source_cpu == cpu:
+                yield from batches()
+
+    def load(self) -> Table:
+        if self.path.exists():
+            return super().load()
+        return Table.concat([self.empty, *self.batches()])
+
+
+def dictionary_columns(schema) -> list[str]:
+    """The columns a Parquet file stores with dictionary pages: strings only
+    (for numeric columns, timestamps and durations, they cost tens of MB
+    while writing and save nothing)."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
+
+
+def table_cpus(table: Table | SpooledTable) -> list[int]:
+    """The CPUs a table (with a `cpu` column) has rows of, in order."""
+    if isinstance(table, SpooledTable):
+        return sorted(table.cpus)
+    return np.unique(table["cpu"]).tolist()
+
+
+def cpu_batches(table: Table | SpooledTable, cpu: int, order: str) -> Iterator[Table]:
+    """The rows of `cpu` ordered by the column `order`, a batch at a time: a
+    spooled table's batches as they were measured (in that order), a table in
+    memory as one batch, sorted."""
+    if isinstance(table, SpooledTable):
+        yield from table.batches(cpu)
+        return
+    mine = table.where(cpu=cpu)
+    yield mine.filter(np.argsort(mine[order], kind="stable")) if mine.rows else mine
 
 
 @dataclass(frozen=True)

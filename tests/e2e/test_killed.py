@@ -48,7 +48,10 @@ def test_a_scan_killed_while_writing_is_salvaged_and_its_leftovers_go(tmp_path, 
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"salvaged {partial} (a bundle killed run {proc.pid} was "
                                f"writing) as {out}, marked incomplete")
-    assert lines[1] == (f"removed {tmp_path}/.b.trace-{proc.pid}: copies of trace buffers, which "
+    assert lines[1] == (f"removed {tmp_path}/.b.samples-{proc.pid}: samples spooled by the run "
+                        f"(what a salvaged bundle needs of them it has taken), left by killed run "
+                        f"{proc.pid}")
+    assert lines[2] == (f"removed {tmp_path}/.b.trace-{proc.pid}: copies of trace buffers, which "
                         f"nothing reads without the run, left by killed run {proc.pid}")
     assert sorted(os.listdir(tmp_path)) == ["b"]
     assert f"noisescope-{proc.pid}" not in our_instances()

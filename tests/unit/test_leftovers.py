@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 import noisescope
 from noisescope.bundle import check_destination
 from noisescope.cli.main import main
-from noisescope.leftovers import MARKER, identity, make_workdir, sweep
+from noisescope.leftovers import MARKER, identity, make_workdir, samples_workdir, sweep
 
 from ..helpers import dead_pid
 from .test_bundle import results_of_a_scan, validate
@@ -177,3 +178,24 @@ def test_an_output_that_is_a_symbolic_link_is_refused_before_measuring(tmp_path,
     with pytest.raises(UsageError, match=("dangling " if make == "dangling" else "") +
                        f"symbolic link \\(to {target}\\)"):
         check_destination(tmp_path / "b")
+
+
+def test_a_salvaged_bundle_takes_its_samples_from_the_spool_the_run_made_them_in(tmp_path):
+    """A scan's detours are not parked but made into Parquet in its samples
+    directory: the bundle killed before taking them finds them whole there."""
+    import pyarrow.parquet as pq
+
+    pid = killed_while_writing(tmp_path, table_number=1)
+    partial = tmp_path / f".b.partial-{pid}"
+    detours = results_of_a_scan()["detours"]
+    shutil.rmtree(partial / ".parked" / "detours")  # a spooled table is never parked
+    samples = foreign_workdir(samples_workdir(tmp_path / "b", pid), pid=pid)
+    (samples / "detour-1" / "samples").mkdir(parents=True)
+    pq.write_table(detours.to_arrow(), samples / "detour-1" / "samples" / "detours.parquet")
+    said = []
+    assert sweep(tmp_path, salvage=True, say=said.append)
+    assert said[0].endswith("marked incomplete")  # no table left out
+    assert sorted(os.listdir(tmp_path)) == ["b"]  # the samples directory went afterwards
+    salvaged = noisescope.load(tmp_path / "b").detours
+    for column in detours.columns:
+        assert salvaged[column].tolist() == detours[column].tolist()

@@ -4,23 +4,31 @@ drain that falls behind is counted, never silent."""
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
 import pytest
 
-from noisescope import _native
+from noisescope import _native, load
+from noisescope.analysis.groundtruth import match_injections
 from noisescope.clock import measurement_clock
 from noisescope.diagnostics import Code
 from noisescope.probes import detour as detour_probe
-from noisescope.probes import native
+from noisescope.probes import native, spool
 from noisescope.probes.base import ProbeContext
 from noisescope.probes.injection import Injection
 from noisescope.probes.schedule import plan_windows
+from noisescope.probes.summary import QUANTILES
+from noisescope.scan import ScanOptions, scan
+from noisescope.tables import SpooledTable, Table
+from noisescope.trace import event_source, scanning
 from noisescope.units import SECOND
 
 from ..helpers import RT
 
+# the module (noisescope.trace.attribute is also the name of its function)
+attribute_module = importlib.import_module("noisescope.trace.attribute")
 THRESHOLD_NS = 2_000
 RATE_HZ = 2_000.0  # injected detours: many times what the small ring holds
 
@@ -66,12 +74,12 @@ def test_a_limit_keeps_the_first_samples_and_counts_the_rest():
     assert result == {"stored": 3, "overflow": 10, "stored_before_loss": 3}
 
 
-def run_with_injection(live_facts, duration_ns: int, **settings):
+def run_with_injection(live_facts, duration_ns: int, spool_dir=None, **settings):
     cpu = max(os.sched_getaffinity(0))
     schedule, _ = plan_windows(duration_ns, rt=False)
     ctx = ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags),
                        priority=95 if RT else 0,
-                       injections=(Injection(cpu, RATE_HZ, 20_000),))
+                       injections=(Injection(cpu, RATE_HZ, 20_000),), spool_dir=spool_dir)
     return detour_probe.run(ctx, threshold_ns=THRESHOLD_NS, **settings)
 
 
@@ -114,3 +122,126 @@ def test_max_detours_stores_that_many_and_counts_the_rest(live_facts, small_ring
     assert summary["stored"] + summary["overflow"] == summary["detours"]
     [note] = [d for d in result.diagnostics if d.code is Code.BUFFER_OVERFLOW]
     assert "beyond the limit of 300 per CPU" in note.message
+
+
+# -- spooled to files (a scan that writes a bundle) -------------------------------------
+
+def test_the_drain_spools_pairs_in_order_and_holds_none_of_them(tmp_path):
+    """The ring of 8 slots of the first test, drained into a spool: the 11
+    pairs are read back in order (in batches of 4), none is held in memory."""
+    spec = {"a": np.zeros(8, np.uint64), "b": np.zeros(8, np.uint64)}
+    slots = np.zeros((1, _native.CONTROL_STRIDE), np.int64)
+    spooled = spool.SampleSpool(tmp_path / "spool", ("a", "b"), 1)
+    drain = native._Drain(native.Ring("a", "b"), [spec], slots, spooled)
+    for values in (range(5), range(5, 11)):  # the second wraps around the ring's end
+        for v in values:
+            spec["a"][v % 8], spec["b"][v % 8] = v, 100 + v
+        slots[0, _native.SLOT_PUBLISHED] = values[-1] + 1
+        drain.take()
+        assert drain.parts == [[]]  # nothing kept in memory
+    result = {"stored": 11, "overflow": 0, "stored_before_loss": 11}
+    drain.hand_back([result])
+    assert spec["a"] is None and spec["b"] is None  # the ring's memory is let go
+    batches = list(spooled.batches(0, rows=4))
+    assert [len(a) for a, _ in batches] == [4, 4, 3]
+    assert np.concatenate([a for a, _ in batches]).tolist() == list(range(11))
+    assert np.concatenate([b for _, b in batches]).tolist() == [100 + v for v in range(11)]
+    assert spooled.rows == [11] and result["stored"] == 11
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    """Spooled samples read back 500 at a time: a 4 s run at 2 kHz makes 16 batches or more."""
+    monkeypatch.setattr(spool, "SPOOL_ROWS", 500)
+    return 500
+
+
+@pytest.fixture
+def spool_ring(monkeypatch):
+    """Rings of 4,000 slots (2 s at 2 kHz): the drain writes to files now, which the
+    kernel may hold up a while when other work fills the page cache."""
+    monkeypatch.setattr(native, "MIN_RING", 4_000)
+    monkeypatch.setattr(native, "RING_SECONDS", 0)
+    return 4_000
+
+
+def test_a_spooled_run_stores_every_detour_and_reads_them_batch_by_batch(
+        live_facts, spool_ring, small_batches, tmp_path):
+    result = run_with_injection(live_facts, 4 * SECOND, spool_dir=tmp_path)
+    [summary] = result.summaries
+    detours = result.tables["detours"]
+    assert isinstance(detours, SpooledTable) and not detours.path.exists()
+    batches = list(detours.batches())
+    assert all(batch.rows <= small_batches for batch in batches)
+    whole = detours.load()
+    assert summary["overflow"] == 0, result.diagnostics
+    assert summary["stored"] == summary["detours"] == whole.rows == detours.rows
+    # 8,000 injections in 4 s: the ring turned over, the spool was read in many batches
+    assert whole.rows >= result.tables["injections"].rows >= 1.5 * spool_ring
+    assert len(batches) >= 12
+    assert np.all(np.diff(whole.start_ns) > 0)  # in order across every batch and turn of the ring
+    assert whole.duration_ns.min() >= THRESHOLD_NS
+    # the summary's percentiles, from the batches, are exactly those of the whole column
+    for name, q in QUANTILES.items():
+        assert summary[name] == np.percentile(whole.duration_ns, 100 * q, method="inverted_cdf")
+    # the injections found batch by batch are those found in the whole table, nearly all
+    cpu = summary["cpu"]
+    by_batch = match_injections(detours, result.tables["injections"], result.tables["windows"], cpu)
+    at_once = match_injections(whole, result.tables["injections"], result.tables["windows"], cpu)
+    assert np.array_equal(by_batch.detected_ns, at_once.detected_ns)
+    assert at_once.found >= 0.9 * at_once.injected > 0  # each 20 us injection is a detour
+    # its Parquet file: one row group per batch, the same rows
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(detours.ready())
+    assert file.metadata.num_row_groups == len(batches)
+    assert np.array_equal(file.read().column("start_ns").to_numpy(), whole.start_ns)
+
+
+def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
+        live_facts, spool_ring, small_batches, tmp_path, monkeypatch):
+    """Traced, so that attribution and the spectrum read the spooled detours too:
+    attributed in parts of about 300 detours cut where chunks of 50 ms end."""
+    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 300)
+    monkeypatch.setattr(attribute_module, "CHUNK_NS", 50_000_000)
+    cpu = max(os.sched_getaffinity(0))
+    options = ScanOptions(cpus=(cpu,), duration_ns=4 * SECOND, probes=("detour",),
+                          threshold_ns=THRESHOLD_NS, injections=(Injection(cpu, RATE_HZ, 20_000),))
+    destination = tmp_path / "bundle"
+    scan(options, facts=live_facts, destination=destination)
+    assert not list(tmp_path.glob(".bundle.*"))  # the spool is gone once the bundle holds it
+    bundle = load(destination)
+    [summary] = bundle.summaries["detour"]
+    detours = bundle.table("detours")
+    assert summary["overflow"] == 0
+    assert summary["stored"] == summary["detours"] == detours.rows
+    assert np.all(np.diff(detours.start_ns) > 0)
+    # each 20 us injection is in a detour (8,000 in 4 s; one detour holds several when
+    # another task held the CPU a while): the spool was read back in several batches
+    assert summary["injections"]["found"] >= 0.9 * summary["injections"]["injected"]
+    assert detours.rows > 3 * small_batches
+    if bundle.manifest["trace"]["enabled"]:
+        [explained] = bundle.summaries["attribution"]
+        assert explained["detours"] == detours.rows
+        assert explained["noise_ns"] == int(detours.duration_ns.sum())
+        assert len(explained["worst"]) == 3
+        longest = np.sort(detours.duration_ns)[-3:][::-1]
+        assert [w["duration_ns"] for w in explained["worst"]] == longest.tolist()
+        causes = bundle.table("detour_causes")
+        # every detour's time is split among its causes, batch boundaries or not
+        per_detour = {}
+        for start, ns in zip(causes.start_ns.tolist(), causes.duration_ns.tolist(), strict=True):
+            per_detour[start] = per_detour.get(start, 0) + ns
+        assert per_detour == dict(zip(detours.start_ns.tolist(), detours.duration_ns.tolist(),
+                                      strict=True))
+        assert set(detours["cause"].tolist()) <= {c["cause"] for c in explained["causes"]}
+        # explained in parts, as all at once from the events stored in the bundle
+        again = attribute_module.attribute(
+            Table({c: detours[c] for c in ("cpu", "start_ns", "duration_ns")}),
+            event_source(bundle), bundle.trace_coverage,
+            injected=scanning.invisible_to_the_kernel(bundle.injections))
+        for name in again.causes.columns:
+            assert np.array_equal(again.causes[name], causes[name]), name
+        for name in again.primary.columns:
+            assert np.array_equal(again.primary[name], detours[name]), name
+    assert {s["series"] for s in bundle.summaries["spectrum"]} == {"detour"}

@@ -3,8 +3,13 @@ import pytest
 
 from noisescope import _native
 from noisescope.analysis.groundtruth import match_injections, match_probe_injections
-from noisescope.probes.summary import ftq_summary, fwq_summary, histogram_quantiles
-from noisescope.tables import Table, inside_windows
+from noisescope.probes.summary import (
+    exact_quantiles,
+    ftq_summary,
+    fwq_summary,
+    histogram_quantiles,
+)
+from noisescope.tables import SpooledTable, Table, inside_windows
 
 
 def test_histogram_buckets_are_increasing_and_log_scale():
@@ -71,3 +76,81 @@ def test_probe_injection_summaries_add_what_the_detours_found_to_what_the_inject
         "detected_mean_ns": 70.0, "coalesced": 3}
     assert list(summaries[0]["injections"])[-1] == "coalesced"  # the manifest's order
     assert "injections" not in summaries[1]  # no injections on CPU 1: nothing to match
+
+
+def test_exact_quantiles_in_batches_are_numpys_inverted_cdf():
+    """Read in batches (never the whole column), the quantiles are exactly the
+    samples np.percentile(method="inverted_cdf") picks: sizes where n q is a
+    whole number and where it is not, many equal values, a wide range."""
+    rng = np.random.default_rng(15)
+    quantiles = [0.0, 0.1, 0.5, 0.99, 0.999, 1.0]
+    for n in (1, 2, 7, 999, 1000, 1001, 54_321):
+        for values in (rng.integers(0, 10**15, n), rng.integers(2_000, 2_010, n),
+                       rng.lognormal(8, 2, n).astype(np.int64), np.full(n, 5)):
+            def batches(values=values):
+                return (values[i:i + 777] for i in range(0, len(values), 777))
+
+            expected = [float(np.percentile(values, 100 * q, method="inverted_cdf"))
+                        for q in quantiles]
+            assert exact_quantiles(batches, quantiles) == expected
+
+
+def test_summaries_of_batches_equal_those_of_the_whole_column():
+    work = np.array([100, 100, 90, 0, 75, 100, 0])
+    durations = np.array([1000, 1000, 1500, 2500, 1200])
+    for whole, summary in ((work, ftq_summary), (durations, fwq_summary)):
+        def batches(whole=whole):
+            return (whole[i:i + 2] for i in range(0, len(whole), 2))
+
+        assert summary({"cpu": 1}, batches) == pytest.approx(summary({"cpu": 1}, whole))
+
+
+def test_injections_found_batch_by_batch_are_those_found_at_once(tmp_path):
+    """Detours spooled in batches of 1, 3 and 50 (an injection's covering detour
+    often ends the batch before the one it would be looked for in)."""
+    rng = np.random.default_rng(7)
+    starts = np.cumsum(rng.integers(500, 5_000, 400))
+    whole = Table({"cpu": np.zeros(400, np.int32), "start_ns": starts,
+                   "duration_ns": rng.integers(100, 3_000, 400)})
+    injected = np.sort(rng.integers(0, int(starts[-1]), 300))
+    injections = Table({"cpu": np.zeros(300, np.int32), "mode": np.array(["signal"] * 300, object),
+                        "start_ns": injected, "duration_ns": rng.integers(50, 500, 300)})
+    windows = Table({"cpu": np.zeros(1, np.int32), "probe": np.array(["detour"], object),
+                     "start_ns": np.array([0]), "end_ns": np.array([starts[-1] + 10_000])})
+    at_once = match_injections(whole, injections, windows, 0)
+    assert 0 < at_once.found < at_once.injected  # some covered, some not
+    for size in (1, 3, 50):
+        def batches(size=size):
+            return (whole.filter(slice(i, i + size)) for i in range(0, whole.rows, size))
+
+        spooled = SpooledTable.of(tmp_path / "detours.parquet", whole.filter(slice(0, 0)),
+                                  [(0, whole.rows, batches)])
+        by_batch = match_injections(spooled, injections, windows, 0)
+        assert np.array_equal(by_batch.detected_ns, at_once.detected_ns)
+        assert by_batch.found == at_once.found
+
+
+def test_the_causes_of_detours_add_up_the_same_batch_by_batch(tmp_path):
+    from noisescope.trace.explain import breakdown
+
+    rng = np.random.default_rng(3)
+    starts = np.cumsum(rng.integers(1_000, 9_000, 300))
+    durations = rng.integers(100, 900, 300)
+    detours = Table({"cpu": np.zeros(300, np.int32), "start_ns": starts, "duration_ns": durations})
+    kinds = np.array(["irq", "softirq", "thread"], object)
+    details = np.array(["a", "b", "c", "d"], object)
+    causes = Table({"cpu": np.zeros(600, np.int32), "start_ns": np.repeat(starts, 2),
+                    "cause": kinds[rng.integers(0, 3, 600)],
+                    "detail": details[rng.integers(0, 4, 600)],
+                    "duration_ns": np.repeat(durations // 2, 2)})
+
+    def spooled(table: Table, size: int) -> SpooledTable:
+        def batches():
+            return (table.filter(slice(i, i + size)) for i in range(0, table.rows, size))
+
+        return SpooledTable.of(tmp_path / "t.parquet", table.filter(slice(0, 0)),
+                               [(0, table.rows, batches)])
+
+    expected = breakdown(detours, causes, 0)
+    assert len(expected) == 12 and sum(row["count"] for row in expected) == 600
+    assert breakdown(spooled(detours, 7), spooled(causes, 14), 0) == expected

@@ -27,7 +27,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..tables import Table, repeated
+from ..tables import SpooledTable, Table, cpu_batches, repeated
 
 SECOND = 1_000_000_000
 BIN_NS = 50_000  # detour trace sampling: Nyquist frequency 10 kHz
@@ -149,39 +149,55 @@ def lost_time_series(starts: np.ndarray, durations: np.ndarray, begin: int, end:
     return np.diff(lost) / bin_ns
 
 
-def detour_pieces(detours: Table, windows: Table, cpu: int, stored_until_ns: int | None
-                  ) -> Iterator[np.ndarray]:
+def _window_slices(batches: Iterable[Table], begins: np.ndarray, ends: np.ndarray,
+                   start: str, value: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """For each window [begin, end) in order, the `start` and `value` columns of
+    the rows that start in it; `batches` (rows in order of `start`) are read
+    only as far as the window needs."""
+    more = iter(batches)
+    held_start, held_value = np.zeros(0, np.int64), np.zeros(0, np.int64)
+    for begin, end in zip(begins, ends, strict=True):
+        while not len(held_start) or held_start[-1] < end:
+            batch = next(more, None)
+            if batch is None:
+                break
+            held_start = np.concatenate((held_start, batch[start]))
+            held_value = np.concatenate((held_value, batch[value]))
+        lo, hi = np.searchsorted(held_start, [begin, end])
+        yield held_start[lo:hi], held_value[lo:hi]
+        held_start, held_value = held_start[hi:], held_value[hi:]
+
+
+def detour_pieces(detours: Table | SpooledTable, windows: Table, cpu: int,
+                  stored_until_ns: int | None) -> Iterator[np.ndarray]:
     """Lost-time series of each detour window of `cpu` that the stored trace
     covers whole (up to `stored_until_ns`, if given)."""
-    mine = detours.where(cpu=cpu)
-    order = np.argsort(mine["start_ns"], kind="stable")
-    starts, durations = mine["start_ns"][order], mine["duration_ns"][order]
-    for begin, end in zip(*_window_ranges(windows, cpu, "detour"), strict=True):
-        if stored_until_ns is not None and end > stored_until_ns:
-            break  # detours were lost from here on (counted, not stored)
-        lo, hi = np.searchsorted(starts, [begin, end])
-        yield lost_time_series(starts[lo:hi], durations[lo:hi], int(begin), int(end))
+    begins, ends = _window_ranges(windows, cpu, "detour")
+    if stored_until_ns is not None:  # detours were lost from there on (counted, not stored)
+        whole = np.cumprod(ends <= stored_until_ns).astype(bool)
+        begins, ends = begins[whole], ends[whole]
+    slices = _window_slices(cpu_batches(detours, cpu, "start_ns"), begins, ends, "start_ns",
+                            "duration_ns")
+    for begin, end, (starts, durations) in zip(begins, ends, slices, strict=True):
+        yield lost_time_series(starts, durations, int(begin), int(end))
 
 
-def ftq_pieces(ftq: Table, windows: Table, cpu: int, stored_until_ns: int | None = None
-               ) -> list[np.ndarray]:
+def ftq_pieces(ftq: Table | SpooledTable, windows: Table, cpu: int,
+               stored_until_ns: int | None = None) -> Iterator[np.ndarray]:
     """1 - work/best for the quanta of each FTQ window of `cpu` that ends before
     `stored_until_ns` (if given)."""
-    mine = ftq.where(cpu=cpu)
-    if mine.rows == 0:
-        return []
-    order = np.argsort(mine["start_ns"], kind="stable")
-    starts, work = mine["start_ns"][order], mine["work"][order]
-    best = work.max()
+    best = max((int(batch["work"].max()) for batch in cpu_batches(ftq, cpu, "start_ns")
+                if batch.rows), default=0)
     if best <= 0:
-        return []
-    lost = 1.0 - work / best
+        return
     w_start, w_end = _window_ranges(windows, cpu, "ftq")
     if stored_until_ns is not None:
         whole = w_end <= stored_until_ns
         w_start, w_end = w_start[whole], w_end[whole]
-    bounds = np.searchsorted(starts, np.column_stack([w_start, w_end]))
-    return [lost[lo:hi] for lo, hi in bounds if hi > lo]
+    for _, work in _window_slices(cpu_batches(ftq, cpu, "start_ns"), w_start, w_end,
+                                  "start_ns", "work"):
+        if len(work):
+            yield 1.0 - work / best
 
 
 def _running_median(values: np.ndarray, width: int) -> np.ndarray:
@@ -407,21 +423,25 @@ def known_frequencies(manifest: dict, cpu: int) -> dict[float, str]:
     return known
 
 
-def _stored_until(summary: dict | None, samples: Table, cpu: int, length: str | int
-                  ) -> int | None:
+def _stored_until(summary: dict | None, samples: Table | SpooledTable, cpu: int,
+                  length: str | int) -> int | None:
     """Where a CPU's stored samples stop being whole (None: nowhere): the end of
     the last one stored before the first that was lost; `length` is the column
     of each sample's length, or the length of every one. (Bundles from before
     the samplers streamed lost samples only at the end.)"""
     if not summary or not summary.get("overflow"):
         return None
-    mine = samples.where(cpu=cpu)
-    whole = min(summary.get("stored_before_loss", mine.rows), mine.rows)
-    if whole == 0:
-        return 0
-    last = int(np.argsort(mine["start_ns"], kind="stable")[whole - 1])
-    return int(mine["start_ns"][last]) + int(mine[length][last] if isinstance(length, str)
-                                             else length)
+    whole = summary.get("stored_before_loss")  # None: every stored sample
+    seen, last = 0, None  # samples read so far; (start, length) of the last whole one
+    for batch in cpu_batches(samples, cpu, "start_ns"):
+        index = batch.rows - 1 if whole is None else min(whole - seen, batch.rows) - 1
+        if index >= 0:
+            last = (int(batch["start_ns"][index]),
+                    int(batch[length][index]) if isinstance(length, str) else length)
+        seen += batch.rows
+        if whole is not None and seen >= whole:
+            break
+    return 0 if last is None else last[0] + last[1]
 
 
 def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
@@ -431,14 +451,14 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
     windows = bundle.table("windows") if bundle.has_table("windows") else Table()
     inputs = []
     if bundle.has_table("detours") and windows.rows:
-        detours = bundle.table("detours")
+        detours = bundle.batched_table("detours")
         for s in bundle.summaries.get("detour", []):
             cpu = s["cpu"]
             until = _stored_until(s, detours, cpu, "duration_ns")
             inputs.append(("detour", cpu, BIN_NS, detour_pieces(detours, windows, cpu, until),
                            window_samples(windows, cpu, "detour", BIN_NS)))
     if bundle.has_table("ftq") and windows.rows:
-        ftq = bundle.table("ftq")
+        ftq = bundle.batched_table("ftq")
         quantum_ns = int(bundle.parameters.get("quantum_ns", 0))
         for s in bundle.summaries.get("ftq", []):
             if quantum_ns > 0:

@@ -4,7 +4,10 @@ run -> per-CPU tables and summaries -> result), windows, injections, errors."""
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -12,10 +15,12 @@ import numpy as np
 from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..errors import UsageError, option
-from ..tables import Table, repeated
+from ..tables import SpooledTable, Table, repeated
 from .injection import Injection
 from .native import NativeRun, ProgressCallback, Ring, ring_size, run_native, window_buffers
 from .schedule import WindowSchedule
+from .spool import SampleSpool
+from .summary import Samples
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,9 @@ class ProbeContext:
     injector_priority: int = 0
     start_mono_ns: int = 0
     progress: ProgressCallback | None = None
+    # where the samples go while they are measured (a scan that writes a bundle);
+    # None: they are kept in memory
+    spool_dir: Path | None = None
 
 
 @dataclass
@@ -63,10 +71,47 @@ class CpuRun:
     stats: dict  # thread_statistics: measured time and who else ran
     clock: MeasurementClock
     execution: Execution  # the whole run: windows and injections of every CPU
+    index: int = 0  # its spec's place in the run
 
     @property
     def cpu(self) -> int:
         return self.spec["cpu"]
+
+    def samples(self, ring: tuple[str, str],
+                rows: Callable[[np.ndarray, np.ndarray], Table]) -> CpuSamples:
+        """The CPU's samples (the ring's two buffers) made table rows by `rows`:
+        all at once from its spec, or batch by batch from the run's spool."""
+        empty = rows(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+        spool = self.execution.run.spool
+        if spool is None:
+            stored = self.native["stored"]
+            table = rows(self.spec[ring[0]][:stored], self.spec[ring[1]][:stored])
+            return CpuSamples(self.cpu, table.rows, empty, lambda: iter((table,)), table)
+        return CpuSamples(self.cpu, spool.rows[self.index], empty,
+                          lambda: (rows(*batch) for batch in spool.batches(self.index)))
+
+
+@dataclass(frozen=True)
+class CpuSamples:
+    """One CPU's samples as table rows: in memory (`table`), or read from the
+    spool a batch at a time (`batches`), never all at once."""
+
+    cpu: int
+    rows: int
+    empty: Table  # the columns, no rows
+    batches: Callable[[], Iterator[Table]]
+    table: Table | None = None
+
+    def column(self, name: str) -> Samples:
+        """A column for the summaries: the array, or its batches."""
+        if self.table is not None:
+            return self.table[name]
+        return lambda: (batch[name] for batch in self.batches())
+
+    @property
+    def part(self) -> Table | CpuSamples:
+        """What `collect` returns as the CPU's part of the table."""
+        return self.table if self.table is not None else self
 
 
 class Probe:
@@ -132,16 +177,24 @@ class Probe:
         specs = self.specs(ctx, settings)
         ring = Ring(*self.ring, limit=self.stored_limit(settings)) if self.ring else None
         done = execute(self.name, ctx, specs, ring)
-        parts: dict[str, list[Table]] = {name: [] for name in self.tables}
+        parts: dict[str, list[Table | CpuSamples]] = {name: [] for name in self.tables}
         summaries = []
-        for spec, native in zip(specs, done.run.samplers, strict=False):
+        for index, (spec, native) in enumerate(zip(specs, done.run.samplers, strict=False)):
             stats = thread_statistics(native, ctx.clock, done.windows)
-            cpu_tables, summary = self.collect(CpuRun(spec, native, stats, ctx.clock, done),
-                                               settings)
+            cpu_tables, summary = self.collect(
+                CpuRun(spec, native, stats, ctx.clock, done, index), settings)
             for name, table in cpu_tables.items():
                 parts[name].append(table)
             summaries.append(summary)
-        tables = {name: Table.concat(cpu_parts) for name, cpu_parts in parts.items()}
+        tables: dict[str, Table | SpooledTable] = {}
+        for name, cpu_parts in parts.items():
+            spooled = [part for part in cpu_parts if isinstance(part, CpuSamples)]
+            if spooled and done.run.spool is not None:
+                tables[name] = SpooledTable.of(
+                    done.run.spool.directory / f"{name}.parquet", spooled[0].empty,
+                    [(p.cpu, p.rows, p.batches) for p in spooled])
+            else:
+                tables[name] = Table.concat(cpu_parts)  # type: ignore[arg-type]
         tables.update(windows=done.windows, injections=done.injections)
         return ProbeResult(self.name, tables, summaries, done.interrupted,
                            self.diagnostics(ctx, summaries, done, settings))
@@ -177,8 +230,13 @@ def execute(probe: str, ctx: ProbeContext, specs: list[dict], ring: Ring | None 
             by_cpu[injection.cpu]["inject"] = native
         else:
             injectors.append(native)
+    spool = None
+    if ring is not None and ctx.spool_dir is not None:
+        spool = SampleSpool(Path(tempfile.mkdtemp(prefix=f"{probe}-", dir=ctx.spool_dir)) / "samples",
+                            (ring.first, ring.second), len(specs))
     run = run_native(probe, specs, injectors, ctx.schedule, ctx.clock.ticks_per_ns,
-                     start_mono_ns=ctx.start_mono_ns, progress=ctx.progress, ring=ring)
+                     start_mono_ns=ctx.start_mono_ns, progress=ctx.progress, ring=ring,
+                     spool=spool)
     check_errors(run.samplers, f"{probe} sampler")
     check_errors([{**r, "cpu": s["cpu"]} for r, s in zip(run.injectors, injectors, strict=False)],
                   "injector")

@@ -97,25 +97,25 @@ class DetourProbe(Probe):
             "histogram": np.empty(_native.HISTOGRAM_BINS, np.uint64),
         } for cpu in ctx.cpus]
 
-    def collect(self, run: CpuRun, settings: DetourSettings) -> tuple[dict[str, Table], dict]:
+    def collect(self, run: CpuRun, settings: DetourSettings) -> tuple[dict, dict]:
         clock, spec, native = run.clock, run.spec, run.native
-        stored = native["stored"]
-        duration_ns = clock.duration_ns(spec["length"][:stored])
-        detours = Table({
-            "cpu": np.full(stored, run.cpu, np.int32),
-            "start_ns": clock.timestamp_ns(spec["start"][:stored]),
-            "duration_ns": duration_ns,
-        })
+
+        def rows(start: np.ndarray, length: np.ndarray) -> Table:
+            return Table({"cpu": np.full(len(start), run.cpu, np.int32),
+                          "start_ns": clock.timestamp_ns(start),
+                          "duration_ns": clock.duration_ns(length)})
+
+        detours = run.samples(self.ring, rows)  # type: ignore[arg-type]
         histogram = _histogram_table(run.cpu, spec["histogram"], clock.ticks_per_ns)
-        summary = detour_summary(run.stats, native, duration_ns, histogram, settings.threshold_ns,
-                                 HOURGLASS_NS, clock.ticks_per_ns)
+        summary = detour_summary(run.stats, native, detours.column("duration_ns"), histogram,
+                                 settings.threshold_ns, HOURGLASS_NS, clock.ticks_per_ns)
         injections = run.execution.injections
         if injections.rows and run.cpu in injections["cpu"]:
             # What the injector itself counted; `analysis.groundtruth.match_probe_injections`
             # adds which injections the detours found.
             delivered = native.get("injection")
             summary["injections"] = {"coalesced": int(delivered["coalesced"]) if delivered else 0}
-        return {"detours": detours, "gap_histogram": histogram}, summary
+        return {"detours": detours.part, "gap_histogram": histogram}, summary
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: DetourSettings) -> list[Diagnostic]:

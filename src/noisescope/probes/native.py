@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import _native, interrupts
 from .schedule import WindowSchedule
+from .spool import SampleSpool
 
 ProgressCallback = Callable[[float], None]  # fraction of the schedule done, 0..1
 PROGRESS_INTERVAL_S = 1.0
@@ -60,11 +61,13 @@ class Ring:
 @dataclass
 class _Drain:
     """Copies what each sampler published out of its ring and tells it how far
-    it got (the ring's slot is free again)."""
+    it got (the ring's slot is free again): into memory, or appended to a
+    `spool` (files) when there is one."""
 
     ring: Ring
     specs: list[dict]
     slots: np.ndarray  # (threads, CONTROL_STRIDE) view of the control array
+    spool: SampleSpool | None = None
     parts: list[list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=list)
     kept: list[int] = field(default_factory=list)
 
@@ -83,21 +86,32 @@ class _Drain:
                 continue
             begin = taken % len(first)
             wrapped = max(0, begin + count - len(first))
-            self.parts[i].append(tuple(  # type: ignore[arg-type]
-                np.concatenate((ring[begin:begin + count - wrapped], ring[:wrapped]))
-                for ring in (first, second)))
+            pieces = [(ring[begin:begin + count - wrapped], ring[:wrapped])
+                      for ring in (first, second)]
+            if self.spool is not None:
+                for index in (0, 1):  # up to the ring's end, then from its start
+                    self.spool.append(i, pieces[0][index], pieces[1][index])
+            else:
+                self.parts[i].append(tuple(  # type: ignore[arg-type]
+                    np.concatenate(piece) for piece in pieces))
             self.kept[i] += count
             self.slots[i, _native.SLOT_TAKEN] = taken + count  # after the copy: the slots are free
 
     def hand_back(self, samplers: list[dict]) -> None:
-        """Put every CPU's samples, in order, where its spec's ring was, and count
-        what was published but not kept (over the limit) as not stored; the
-        samples before the first one lost are those with no gap among them."""
+        """Put every CPU's samples, in order, where its spec's ring was (or, with a
+        spool, leave them there: the ring buffers are dropped), and count what
+        was published but not kept (over the limit) as not stored; the samples
+        before the first one lost are those with no gap among them."""
+        if self.spool is not None:
+            self.spool.close()
         for spec, result, parts, kept in zip(self.specs, samplers, self.parts, self.kept,
                                              strict=True):
             for index, name in enumerate((self.ring.first, self.ring.second)):
-                spec[name] = (np.concatenate([part[index] for part in parts]) if parts
-                              else spec[name][:0].copy())
+                if self.spool is not None:
+                    spec[name] = None  # the ring's memory goes back before the analysis
+                else:
+                    spec[name] = (np.concatenate([part[index] for part in parts]) if parts
+                                  else spec[name][:0].copy())
             result["overflow"] += result["stored"] - kept
             result["stored"] = kept
             result["stored_before_loss"] = min(result["stored_before_loss"], kept)
@@ -108,6 +122,7 @@ class NativeRun:
     samplers: list[dict]
     injectors: list[dict]
     interrupted: bool
+    spool: SampleSpool | None = None  # where the samples are, if not in the specs
 
 
 def window_buffers(schedule: WindowSchedule) -> dict[str, np.ndarray]:
@@ -121,7 +136,7 @@ class NativeHandle:
 
     def __init__(self, probe: str, threads: list[dict], injectors: list[dict],
                  schedule: WindowSchedule, ticks_per_ns: float, *, start_mono_ns: int = 0,
-                 ring: Ring | None = None):
+                 ring: Ring | None = None, spool: SampleSpool | None = None):
         self.threads = threads
         self.schedule = schedule
         self.control = control_array(len(threads))
@@ -132,7 +147,7 @@ class NativeHandle:
         # An Event rather than Thread.join(): a join interrupted by Ctrl-C can
         # leave the thread looking finished while it still runs.
         self._finished = threading.Event()
-        self._drain = _Drain(ring, threads, self._slots) if ring is not None else None
+        self._drain = _Drain(ring, threads, self._slots, spool) if ring is not None else None
         self._drainer: threading.Thread | None = None
 
         def body() -> None:
@@ -193,12 +208,14 @@ class NativeHandle:
         if self._drain is not None:
             self._drain.take()  # what came after the drainer's last look
             self._drain.hand_back(samplers)
-        return NativeRun(samplers, injected, interrupted)
+        return NativeRun(samplers, injected, interrupted,
+                         self._drain.spool if self._drain is not None else None)
 
 
 def run_native(probe: str, threads: list[dict], injectors: list[dict], schedule: WindowSchedule,
                ticks_per_ns: float, *, start_mono_ns: int = 0,
-               progress: ProgressCallback | None = None, ring: Ring | None = None) -> NativeRun:
+               progress: ProgressCallback | None = None, ring: Ring | None = None,
+               spool: SampleSpool | None = None) -> NativeRun:
     handle = NativeHandle(probe, threads, injectors, schedule, ticks_per_ns,
-                          start_mono_ns=start_mono_ns, ring=ring)
+                          start_mono_ns=start_mono_ns, ring=ring, spool=spool)
     return handle.wait(progress)

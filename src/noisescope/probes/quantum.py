@@ -20,7 +20,7 @@ from ..tables import Table
 from ..units import format_duration
 from .base import CpuRun, Execution, Probe, ProbeContext, busy_diagnostics, overflow_diagnostics
 from .schedule import WindowSchedule
-from .summary import ftq_summary, fwq_summary
+from .summary import Samples, ftq_summary, fwq_summary
 
 UNIT_ITERATIONS = 32  # about 30 ns of work per unit on a 2-3 GHz core
 CALIBRATION_UNITS = 1_000
@@ -82,20 +82,19 @@ class _QuantumProbe(Probe):
     def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+    def summary(self, run: CpuRun, values: Samples) -> dict:
         raise NotImplementedError
 
-    def collect(self, run: CpuRun, settings: QuantumSettings) -> tuple[dict[str, Table], dict]:
-        stored = run.native["stored"]
-        values = self.values(run, run.spec[self.buffer][:stored])
-        series = Table({
-            "cpu": np.full(stored, run.cpu, np.int32),
-            "start_ns": run.clock.timestamp_ns(run.spec["start"][:stored]),
-            self.column: values,
-        })
-        return {self.name: series}, {**self.summary(run, values),
-                                     "overflow": int(run.native["overflow"]),
-                                     "stored_before_loss": int(run.native["stored_before_loss"])}
+    def collect(self, run: CpuRun, settings: QuantumSettings) -> tuple[dict, dict]:
+        def rows(start: np.ndarray, raw: np.ndarray) -> Table:
+            return Table({"cpu": np.full(len(start), run.cpu, np.int32),
+                          "start_ns": run.clock.timestamp_ns(start),
+                          self.column: self.values(run, raw)})
+
+        series = run.samples(self.ring, rows)  # type: ignore[arg-type]
+        return {self.name: series.part}, {**self.summary(run, series.column(self.column)),
+                                          "overflow": int(run.native["overflow"]),
+                                          "stored_before_loss": int(run.native["stored_before_loss"])}
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: QuantumSettings) -> list[Diagnostic]:
@@ -120,7 +119,7 @@ class FtqProbe(_QuantumProbe):
     def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
         return raw.astype(np.int64)
 
-    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+    def summary(self, run: CpuRun, values: Samples) -> dict:
         return ftq_summary(run.stats, values)
 
 
@@ -140,7 +139,7 @@ class FwqProbe(_QuantumProbe):
     def values(self, run: CpuRun, raw: np.ndarray) -> np.ndarray:
         return run.clock.duration_ns(raw)
 
-    def summary(self, run: CpuRun, values: np.ndarray) -> dict:
+    def summary(self, run: CpuRun, values: Samples) -> dict:
         return {**fwq_summary(run.stats, values), "work_units": run.spec["work_units"]}
 
 

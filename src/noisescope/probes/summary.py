@@ -2,11 +2,92 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..tables import Table
 
 QUANTILES = {"p50_ns": 0.50, "p99_ns": 0.99, "p999_ns": 0.999}
+# A CPU's samples: an array, or (spooled) a function giving them batch by batch, in order
+Samples = np.ndarray | Callable[[], Iterable[np.ndarray]]
+DIGIT_BITS = 16  # exact_quantiles: bits of the values told apart per pass over them
+
+
+def _batches(samples: Samples) -> Iterable[np.ndarray]:
+    return samples() if callable(samples) else (samples,)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Count, sum, smallest, largest and zeros of integer samples, in one pass."""
+
+    count: int
+    total: int
+    smallest: int | None
+    largest: int | None
+    zeros: int
+
+    @classmethod
+    def of(cls, samples: Samples) -> Totals:
+        count = total = zeros = 0
+        smallest = largest = None
+        for batch in _batches(samples):
+            if not len(batch):
+                continue
+            count += len(batch)
+            total += int(batch.sum(dtype=np.int64))
+            zeros += int(np.count_nonzero(batch == 0))
+            low, high = int(batch.min()), int(batch.max())
+            smallest = low if smallest is None else min(smallest, low)
+            largest = high if largest is None else max(largest, high)
+        return cls(count, total, smallest, largest, zeros)
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count
+
+
+def inverted_cdf_index(n: int, quantile: float) -> int:
+    """The sorted index np.percentile(values, 100 * quantile, method="inverted_cdf")
+    picks among n values, computed as numpy does (its float steps included)."""
+    virtual = n * (quantile * 100 / 100) - 1
+    index = math.floor(virtual)
+    return min(max(index if index == virtual else index + 1, 0), n - 1)
+
+
+def exact_quantiles(samples: Samples, quantiles: list[float],
+                    totals: Totals | None = None) -> list[float]:
+    """The quantiles of non-negative integer samples exactly as
+    np.percentile(..., method="inverted_cdf") gives them, in memory bounded by a
+    batch: the sample of each quantile's rank is found digit by digit
+    (DIGIT_BITS at a time, from the top), one pass over the batches per digit
+    counting the samples that share the digits found so far."""
+    totals = totals or Totals.of(samples)
+    if not totals.count:
+        return [float("nan")] * len(quantiles)
+    n, base = totals.count, totals.smallest
+    ranks = [inverted_cdf_index(n, q) for q in quantiles]
+    span_bits = max(1, (totals.largest - base).bit_length())
+    shift = -(-span_bits // DIGIT_BITS) * DIGIT_BITS
+    prefixes = [0] * len(ranks)  # the digits found so far of each rank's sample
+    while shift > 0:
+        shift -= DIGIT_BITS
+        counts = np.zeros((len(ranks), 1 << DIGIT_BITS), np.int64)
+        for batch in _batches(samples):
+            offsets = batch.astype(np.int64) - base
+            for j, prefix in enumerate(prefixes):
+                mine = offsets[(offsets >> (shift + DIGIT_BITS)) == prefix]
+                counts[j] += np.bincount((mine >> shift) & ((1 << DIGIT_BITS) - 1),
+                                         minlength=1 << DIGIT_BITS)
+        for j in range(len(ranks)):
+            cumulative = np.cumsum(counts[j])
+            digit = int(np.searchsorted(cumulative, ranks[j], side="right"))
+            ranks[j] -= int(cumulative[digit - 1]) if digit else 0
+            prefixes[j] = (prefixes[j] << DIGIT_BITS) | digit
+    return [float(base + prefix) for prefix in prefixes]
 
 
 def histogram_quantiles(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray,
@@ -21,17 +102,17 @@ def histogram_quantiles(lower: np.ndarray, upper: np.ndarray, counts: np.ndarray
     return [float(middle[min(i, len(middle) - 1)]) for i in picks]
 
 
-def detour_summary(stats: dict, native: dict, durations_ns: np.ndarray, histogram: Table,
+def detour_summary(stats: dict, native: dict, durations_ns: Samples, histogram: Table,
                    threshold_ns: int, hourglass_ns: int, ticks_per_ns: float) -> dict:
     """Ticks are those of the measurement clock (TSC cycles, or ns on the portable
     clock): kept raw only where named *_ticks, everything else in ns."""
     measured_ns = stats["measured_ns"]
     iterations = int(histogram["count"].sum())
     lost_ns = native["lost_ticks"] / ticks_per_ns
-    if native["overflow"] == 0 or len(durations_ns) == 0:
+    totals = Totals.of(durations_ns)
+    if native["overflow"] == 0 or totals.count == 0:
         source = "detours"
-        values = ([float(np.percentile(durations_ns, q * 100, method="inverted_cdf"))
-                   for q in QUANTILES.values()] if len(durations_ns) else [float("nan")] * 3)
+        values = exact_quantiles(durations_ns, list(QUANTILES.values()), totals)
     else:
         source = "histogram"
         above = histogram.filter(histogram["upper_ns"] > threshold_ns)
@@ -62,37 +143,39 @@ def detour_summary(stats: dict, native: dict, durations_ns: np.ndarray, histogra
     }
 
 
-def ftq_summary(stats: dict, work: np.ndarray) -> dict:
-    if len(work) == 0:
+def ftq_summary(stats: dict, work: Samples) -> dict:
+    totals = Totals.of(work)
+    if totals.count == 0:
         return {**stats, "quanta": 0, "work_min": None, "work_mean": None, "work_max": None,
                 "missed_quanta": 0, "noise_pct": None}
-    best = int(work.max())
-    mean = float(work.mean())
+    best = totals.largest
+    mean = totals.mean
     return {
         **stats,
-        "quanta": int(len(work)),
-        "work_min": int(work.min()),
+        "quanta": totals.count,
+        "work_min": totals.smallest,
         "work_mean": mean,
         "work_max": best,
-        "missed_quanta": int((work == 0).sum()),
+        "missed_quanta": totals.zeros,
         # The best quantum is the noise-free reference; the average shortfall
         # is the fraction of the CPU the noise took.
         "noise_pct": 100.0 * (1.0 - mean / best) if best else None,
     }
 
 
-def fwq_summary(stats: dict, durations_ns: np.ndarray) -> dict:
-    if len(durations_ns) == 0:
+def fwq_summary(stats: dict, durations_ns: Samples) -> dict:
+    totals = Totals.of(durations_ns)
+    if totals.count == 0:
         return {**stats, "samples": 0, "duration_min_ns": None, "duration_mean_ns": None,
                 "duration_max_ns": None, "noise_pct": None}
-    fastest = int(durations_ns.min())
-    mean = float(durations_ns.mean())
+    fastest = totals.smallest
+    mean = totals.mean
     return {
         **stats,
-        "samples": int(len(durations_ns)),
+        "samples": totals.count,
         "duration_min_ns": fastest,
         "duration_mean_ns": mean,
-        "duration_max_ns": int(durations_ns.max()),
+        "duration_max_ns": totals.largest,
         "noise_pct": 100.0 * (1.0 - fastest / mean) if mean else None,
     }
 
@@ -122,7 +205,7 @@ def linear_histogram_quantiles(lower: np.ndarray, upper: np.ndarray, counts: np.
 def timerlat_summary(stats: dict, *, interval_ns: int | None, samples: int, missed: int | None,
                      min_ns: float | None, max_ns: float | None, sum_ns: float | None,
                      histogram: Table | None, histogram_limit_ns: int | None,
-                     histogram_overflow: int | None, latencies_ns: np.ndarray | None = None,
+                     histogram_overflow: int | None, latencies_ns: Samples | None = None,
                      stored: int = 0, overflow: int = 0, avg_ns: float | None = None) -> dict:
     """Timer-latency figures of one CPU (cyclictest's min/avg/max and more).
 
@@ -130,10 +213,10 @@ def timerlat_summary(stats: dict, *, interval_ns: int | None, samples: int, miss
     the 1 us histogram. The keys are shared by the native probe and by
     imported cyclictest results, so that both line up in comparisons; None
     means the source does not say."""
-    if latencies_ns is not None and len(latencies_ns):
+    totals = Totals.of(latencies_ns) if latencies_ns is not None else None
+    if totals is not None and totals.count:
         source = "series"
-        values = [float(np.percentile(latencies_ns, q * 100, method="inverted_cdf"))
-                  for q in QUANTILES.values()]
+        values = exact_quantiles(latencies_ns, list(QUANTILES.values()), totals)
     elif histogram is not None and histogram.rows:
         source = "histogram"
         values = linear_histogram_quantiles(histogram["lower_ns"], histogram["upper_ns"],

@@ -103,12 +103,13 @@ class TimerlatProbe(Probe):
     def collect(self, run: CpuRun, settings: TimerlatSettings) -> tuple[dict[str, Table], dict]:
         spec, native = run.spec, run.native
         stored = native["stored"]
-        latency_ns = spec["latency"][:stored].astype(np.int64)
-        series = Table({
-            "cpu": np.full(stored, run.cpu, np.int32),
-            "wakeup_ns": run.clock.timestamp_ns(spec["wakeup"][:stored]),
-            "latency_ns": latency_ns,
-        })
+
+        def rows(latency: np.ndarray, wakeup: np.ndarray) -> Table:
+            return Table({"cpu": np.full(len(latency), run.cpu, np.int32),
+                          "wakeup_ns": run.clock.timestamp_ns(wakeup),
+                          "latency_ns": latency.astype(np.int64)})
+
+        series = run.samples(self.ring, rows)  # type: ignore[arg-type]
         histogram = histogram_table(run.cpu, spec["histogram"], native["histogram_overflow"],
                                     native["max_ns"])
         complete = settings.keep_series and native["overflow"] == 0
@@ -117,9 +118,9 @@ class TimerlatProbe(Probe):
             missed=native["missed"], min_ns=native["min_ns"], max_ns=native["max_ns"],
             sum_ns=native["sum_ns"], histogram=histogram, histogram_limit_ns=settings.histogram_ns,
             histogram_overflow=native["histogram_overflow"],
-            latencies_ns=latency_ns if complete else None,
+            latencies_ns=series.column("latency_ns") if complete else None,
             stored=stored, overflow=native["overflow"])
-        return {"timerlat": series, "timerlat_histogram": histogram}, summary
+        return {"timerlat": series.part, "timerlat_histogram": histogram}, summary
 
     def diagnostics(self, ctx: ProbeContext, summaries: list[dict], done: Execution,
                     settings: TimerlatSettings) -> list[Diagnostic]:

@@ -392,7 +392,8 @@ class Attribution:
 
 def attribute(spans: Table, trace: EventSource, coverage: Table,
               owners: Mapping[int, int] | None = None, injected: Table | None = None,
-              osnoise: str = "fallback") -> Attribution:
+              osnoise: str = "fallback", labels: Labels | None = None,
+              tasks: dict[tuple[int, str], int] | None = None) -> Attribution:
     """Split each span (cpu, start_ns, duration_ns) into causes.
 
     `trace` gives the events by CPU and time (in memory or Parquet);
@@ -405,11 +406,13 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     recorded it. `osnoise` is "fallback" (the osnoise tracer's events for
     classes without entry/exit events) or "prefer" (for every class they
     cover but threads). The spans of a CPU are taken CHUNK_NS at a time, so
-    only their events are in memory."""
-    labels = Labels()
+    only their events are in memory. `labels` and `tasks`, if given, are those
+    of an earlier call: spans given a run of whole chunks (`chunk_starts`) per
+    call, in order, come out as they would from one call with all of them."""
+    labels = labels if labels is not None else Labels()
     for cause in CAUSES:
         labels.id(cause)
-    tasks: dict[tuple[int, str], int] = {}
+    tasks = tasks if tasks is not None else {}
     n = spans.rows
     primary = np.full(n, labels.id("untraced"), np.int32)
     event_counts = np.zeros(n, np.int32)
@@ -488,6 +491,13 @@ def _injected_on(injected: Table | None, cpu: int, labels: Labels) -> list[tuple
             for mode in sorted(set(modes.tolist()))]
 
 
+def chunk_starts(starts: np.ndarray, origin: int) -> np.ndarray:
+    """Where a chunk begins among (sorted) span starts, the chunks counted from
+    `origin` (a CPU's first traced span) as `_chunks` counts them."""
+    chunk_of = (starts - origin) // CHUNK_NS
+    return np.flatnonzero(np.diff(chunk_of)) + 1
+
+
 def _chunks(starts: np.ndarray) -> list[slice]:
     """Consecutive runs of (sorted) span starts, each within CHUNK_NS.
 
@@ -496,9 +506,7 @@ def _chunks(starts: np.ndarray) -> list[slice]:
     wakeup's owner is asleep: its chunks start OWNER_MARGIN_NS earlier)."""
     if len(starts) == 0:
         return []
-    chunk_of = (starts - starts[0]) // CHUNK_NS
-    edges = np.flatnonzero(np.diff(chunk_of)) + 1
-    bounds = [0, *edges.tolist(), len(starts)]
+    bounds = [0, *chunk_starts(starts, int(starts[0])).tolist(), len(starts)]
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 

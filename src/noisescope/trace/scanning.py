@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -30,8 +30,8 @@ from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
-from ..tables import StoredTable, Table, repeated
-from .attribute import attribute
+from ..tables import ParkedTable, SpooledTable, StoredTable, Table, inside_windows, repeated
+from .attribute import CHUNK_NS, Labels, attribute, chunk_starts
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
@@ -44,6 +44,9 @@ from .wakeups import explain_late_wakeups
 # and largest of 6 paired differences hold their median with 1 - 2 x 2^-6 = 97%
 # confidence (a sign-test interval: no assumption about the noise's distribution).
 COST_PAIRS = 6
+# Detours attributed at a time when they are spooled: attributing one holds a few
+# hundred bytes (its events' timeline, its causes) until the batch is parked.
+ATTRIBUTED_ROWS = 8_192
 
 
 def _drop(batch: TraceEvents) -> None:
@@ -249,12 +252,15 @@ class ScanTracing:
         if detours is not None and detours.rows and any(c.event_count + c.switch_count
                                                         for _, c in self.captures):
             def explain_detours():
-                attribution = attribute(detours, trace, coverage,
-                                        injected=invisible_to_the_kernel(tables.get("injections")))
-                release_free_memory()
-                annotated = attribution.annotate(detours)
-                return annotated, attribution.causes, attribution_summary(annotated,
-                                                                          attribution.causes, trace)
+                injected = invisible_to_the_kernel(tables.get("injections"))
+                if isinstance(detours, SpooledTable):
+                    annotated, causes = attribute_in_batches(
+                        detours, trace, coverage, injected, detours.path.parent.parent / "attributed")
+                else:
+                    attribution = attribute(detours, trace, coverage, injected=injected)
+                    release_free_memory()
+                    annotated, causes = attribution.annotate(detours), attribution.causes
+                return annotated, causes, attribution_summary(annotated, causes, trace)
 
             explained = stage.run("explaining the detours", explain_detours)
             if explained is not None:
@@ -265,8 +271,12 @@ class ScanTracing:
                                            "not stored (--no-series)")
         elif series is not None and series.rows and any(c.event_count + c.switch_count
                                                         for p, c in self.captures if p == "timerlat"):
+            threshold = self.options.wakeup_threshold_ns
+            if isinstance(series, SpooledTable):  # only the late wakeups are read into memory
+                series = Table.concat([series.empty, *(
+                    batch.filter(batch["latency_ns"] >= threshold) for batch in series.batches())])
             late = stage.run("explaining the late wakeups", lambda: explain_late_wakeups(
-                series, self.options.wakeup_threshold_ns, summaries["timerlat"], trace, coverage))
+                series, threshold, summaries["timerlat"], trace, coverage))
             if late is not None:
                 tables["late_wakeups"], tables["late_wakeup_causes"] = late.spans, late.causes
                 summaries["late_wakeups"] = late.summary
@@ -347,6 +357,59 @@ def tracing_cost(pairs: list[tuple[list[dict], list[dict]]], run_ns: int) -> dic
         cost[key] = float(np.median(differences))
         cost[f"{key}_interval"] = [float(min(differences)), float(max(differences))]
     return cost
+
+
+def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Table,
+                         injected: Table | None, directory: Path
+                         ) -> tuple[SpooledTable, SpooledTable]:
+    """`attribute` the spooled detours about ATTRIBUTED_ROWS at a time, cut
+    where attribute's own chunks end and with its labels kept from call to
+    call: the same result as all at once. The detours with their causes and
+    the causes are parked batch by batch in `directory` (numpy files: no
+    pyarrow yet); returns both as spooled tables."""
+    labels, tasks = Labels(), {}
+    annotated, causes = [], []
+
+    def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
+        return lambda: (part.load() for part in parts)
+
+    for cpu, rows, _ in sorted(detours.sources, key=lambda source: source[0]):
+        mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
+
+        def attribute_part(spans: Table, cpu: int = cpu, mine=mine) -> None:
+            attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
+                                    tasks=tasks)
+            k = len(mine[0])
+            mine[0].append(ParkedTable.park(attribution.annotate(spans),
+                                            directory / f"detours-{cpu}-{k}"))
+            mine[1].append(ParkedTable.park(attribution.causes, directory / f"causes-{cpu}-{k}"))
+            release_free_memory()  # what attributing took (hundreds of bytes a detour)
+
+        windows = coverage.where(cpu=cpu)
+        origin = None  # the CPU's first traced detour: where attribute counts chunks from
+        pending = detours.empty
+        for batch in detours.batches(cpu):
+            starts = batch["start_ns"]
+            if origin is None:
+                traced = inside_windows(starts, starts + batch["duration_ns"], windows)
+                origin = int(starts[traced][0]) if traced.any() else None
+            pending = Table.concat([pending, batch])
+            while pending.rows >= ATTRIBUTED_ROWS:
+                cuts = (np.arange(1, pending.rows) if origin is None else  # all untraced
+                        chunk_starts(np.maximum(pending["start_ns"], origin - CHUNK_NS), origin))
+                cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts.min(initial=0))
+                if not cut:
+                    break  # one chunk: more of it comes
+                attribute_part(pending.filter(slice(0, cut)))
+                pending = pending.filter(slice(cut, None))
+        if pending.rows:
+            attribute_part(pending)
+        annotated.append((cpu, rows, parked(mine[0])))
+        causes.append((cpu, sum(part.rows for part in mine[1]), parked(mine[1])))
+    assert detours.empty is not None
+    none = attribute(detours.empty, trace, coverage)  # the columns' types
+    return (SpooledTable.of(directory / "detours.parquet", none.annotate(detours.empty), annotated),
+            SpooledTable.of(directory / "detour_causes.parquet", none.causes, causes))
 
 
 def invisible_to_the_kernel(injections: Table | None) -> Table | None:
