@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -248,7 +249,7 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
         samples = None
         try:
             if destination is not None:  # the samples go to files, not memory, as they come
-                samples = make_workdir(samples_workdir(Path(destination), os.getpid()))
+                samples = spool_directory(Path(destination))
             return _measure(options, scan_plan, facts, clock, schedule, tracing, keep,
                             started=started, argv=argv, progress=progress,
                             destination=destination, kind=kind, on_ready=on_ready, amend=amend,
@@ -258,6 +259,28 @@ def scan(options: ScanOptions, *, argv: list[str] | None = None,
             tracing.discard()
             if samples is not None:  # the bundle holds its copy now (or the scan failed)
                 shutil.rmtree(samples, ignore_errors=True)
+
+
+# The room a file system must have left for the samples spooled beside the bundle
+# (and the attributed detours parked there): beyond a minute of a busy node, so a
+# disk nearly full is not filled while measuring (the spool does not survive that).
+SPOOL_ROOM_BYTES = 256 << 20
+
+
+def spool_directory(destination: Path) -> Path | None:
+    """Where the samples of a scan that writes `destination` are spooled: beside
+    it (a salvage finds them there), else in the temporary directory where the
+    destination's file system lacks SPOOL_ROOM_BYTES, else (no room there either)
+    None: they are kept in memory, as without a destination."""
+    temporary = Path(tempfile.gettempdir()) / f".{destination.name}.samples-{os.getpid()}"
+    for place in (samples_workdir(destination, os.getpid()), temporary):
+        try:
+            room = os.statvfs(place.parent)
+            if room.f_bavail * room.f_frsize >= SPOOL_ROOM_BYTES:
+                return make_workdir(place)
+        except OSError:
+            continue
+    return None
 
 
 def _measure(options: ScanOptions, scan_plan: ScanPlan, facts: HostFacts, clock: MeasurementClock,

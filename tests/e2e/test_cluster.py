@@ -144,9 +144,10 @@ def bsp(tmp_path, name, *extra):
 # fastest block was slowed by the host (a vCPU sharing its core): the run says
 # nothing about our injection, so it is measured again (a bounded number of times).
 HOST_SLOWDOWN = 0.05
-# Likewise a loop with no injected noise on any rank slowed by more than this
-# (0.07-0.09 here; 0.32 once in CI, its ranks' own work not slowed): a
-# collective waited for a rank the host held.
+# Likewise a loop with no injected noise on any rank slowed (or predicted from
+# its ranks' detours to be slowed) by more than this (0.07-0.09 here; 0.32 once
+# in CI, its ranks' own work not slowed; predicted 0.49 once): a collective
+# waited for a rank the host held, or the host took the ranks' CPUs.
 QUIET_LOOP_SLOWDOWN = 0.15
 
 
@@ -154,7 +155,9 @@ def bsp_without_host_slowdown(tmp_path, name, *extra):
     for attempt in range(ATTEMPTS):
         bundle = bsp(tmp_path, f"{name}-{attempt}", *extra)
         clean = [r for r in bundle.summaries["ranks"] if r["rank"] == 0 or not extra]
-        loop_ok = bool(extra) or bundle.summaries["bsp"][0]["measured_slowdown"] < QUIET_LOOP_SLOWDOWN
+        loop = bundle.summaries["bsp"][0]
+        loop_ok = bool(extra) or max(loop["measured_slowdown"], loop["predicted_slowdown_mean"]
+                                     ) < QUIET_LOOP_SLOWDOWN
         if max(r["local_slowdown"] for r in clean) < HOST_SLOWDOWN and loop_ok:
             break
     return bundle

@@ -317,7 +317,11 @@ def test_signal_injections_are_injected_where_the_kernel_delivered_the_signal(
       label takes only what the kernel cannot explain)."""
     def good(bundle):
         labelled, _, count, unmatched, _, _ = signal_evidence(bundle, measured_cpu)
-        return len(labelled) > 0 and not unmatched and np.mean(in_length(labelled, count)) >= 0.9
+        # (and some spins interrupted by the tick, which the check of the record
+        # withheld needs: the tick and the signal's timer expire in one interrupt
+        # when they fall close, so in some runs none lands inside a spin)
+        return (len(labelled) > 0 and not unmatched and np.mean(in_length(labelled, count)) >= 0.9
+                and np.any(labelled < count * SIGNAL_LENGTH_NS))
 
     bundle = measure_quietly(lambda: traced_scan(measured_cpu, inject=True, mode="signal",
                                                  rate_hz=SIGNAL_RATE_HZ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -245,3 +246,36 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
         for name in again.primary.columns:
             assert np.array_equal(again.primary[name], detours[name]), name
     assert {s["series"] for s in bundle.summaries["spectrum"]} == {"detour"}
+
+
+def test_samples_are_spooled_where_there_is_room(tmp_path, monkeypatch):
+    """Beside the bundle if its file system has the room, else in the temporary
+    directory, else (no room anywhere) in memory."""
+    import shutil
+    import tempfile
+
+    from noisescope import scan as scan_module
+
+    destination = tmp_path / "out" / "bundle"
+    destination.parent.mkdir()
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setattr(scan_module, "SPOOL_ROOM_BYTES", 0)
+    beside = scan_module.spool_directory(destination)
+    assert beside is not None and beside.parent == destination.parent
+    shutil.rmtree(beside)
+    real_statvfs = os.statvfs
+
+    def destination_full(path):
+        room = real_statvfs(path)
+        return room if Path(path) == temporary else os.statvfs_result(
+            (room.f_bsize, room.f_frsize, room.f_blocks, 0, 0, *tuple(room)[5:]))
+
+    monkeypatch.setattr(scan_module, "SPOOL_ROOM_BYTES", 1)
+    monkeypatch.setattr(scan_module.os, "statvfs", destination_full)
+    elsewhere = scan_module.spool_directory(destination)
+    assert elsewhere is not None and elsewhere.parent == temporary
+    shutil.rmtree(elsewhere)
+    monkeypatch.setattr(scan_module, "SPOOL_ROOM_BYTES", 1 << 62)
+    assert scan_module.spool_directory(destination) is None
