@@ -272,8 +272,8 @@ def spool_directory(destination: Path) -> Path | None:
     it (a salvage finds them there), else in the temporary directory where the
     destination's file system lacks SPOOL_ROOM_BYTES, else (no room there either)
     None: they are kept in memory, as without a destination."""
-    temporary = Path(tempfile.gettempdir()) / f".{destination.name}.samples-{os.getpid()}"
-    for place in (samples_workdir(destination, os.getpid()), temporary):
+    temporary = Path(tempfile.gettempdir()) / destination.name
+    for place in (samples_workdir(destination, os.getpid()), samples_workdir(temporary, os.getpid())):
         try:
             room = os.statvfs(place.parent)
             if room.f_bavail * room.f_frsize >= SPOOL_ROOM_BYTES:

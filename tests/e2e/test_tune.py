@@ -426,14 +426,20 @@ def _wait_until_sampling(tune: subprocess.Popen, cpu: int) -> None:
         time.sleep(0.02)
 
 
+def _start_measuring(tmp_path: Path, env: dict, hog: int, target: int, name: str
+                     ) -> subprocess.Popen:
+    """tune --measure of the hog alone, 3 pairs of 1 s rounds, into tmp_path/name."""
+    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
+                          "--only", f"pid:{hog}", "-q", "-o", str(tmp_path / name)], env)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                            **kwargs)
+
+
 @needs_root
 def test_sigterm_mid_round_restores_and_keeps_what_was_measured(tmp_path, hog_on_target):
     hog, target, housekeeping, irq, env = hog_on_target
     before = machine_state(hog.pid)
-    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
-                          "--only", f"pid:{hog.pid}", "-q", "-o", str(tmp_path / "stopped")], env)
-    tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                            **kwargs)
+    tune = _start_measuring(tmp_path, env, hog.pid, target, "stopped")
     _wait_until_moved(tune, hog.pid, housekeeping)
     _wait_until_sampling(tune, target)
     time.sleep(0.3)  # inside the changed round's measurement (1 s)
@@ -455,10 +461,7 @@ def test_sigterm_mid_round_restores_and_keeps_what_was_measured(tmp_path, hog_on
 def test_sigkill_mid_round_then_cleanup_restores(tmp_path, hog_on_target):
     hog, target, housekeeping, irq, env = hog_on_target
     before = machine_state(hog.pid)
-    argv, kwargs = _tune(["--cpus", str(target), "--measure", "--rounds", "3", "--duration", "1s",
-                          "--only", f"pid:{hog.pid}", "-q", "-o", str(tmp_path / "killed")], env)
-    tune = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                            **kwargs)
+    tune = _start_measuring(tmp_path, env, hog.pid, target, "killed")
     _wait_until_moved(tune, hog.pid, housekeeping)
     tune.send_signal(signal.SIGKILL)
     tune.communicate(timeout=60)
