@@ -4,7 +4,7 @@ is written by tests/fixtures/make_replay_golden.py).
 
 The trace, CPU by CPU in three bursts (each in its own CHUNK_NS chunk of
 spans), has local timer interrupts running hrtimers (tick_ functions and
-others, waking the span owner or another task, before or after them),
+others, waking the span owner or another task, or a wakeup before any),
 nested device IRQs, IPIs and other vectors, softirqs after them, page
 faults, wakeups, exits lost or with the wrong number, exits without an
 entry, equal time stamps, switches missing from the trace (a woken task
@@ -34,7 +34,7 @@ HRTIMERS = ("tick_nohz_handler", "tick_sched_timer", "hrtimer_wakeup", "it_real_
 IRQS = ((27, "virtio0-input.0"), (28, "virtio0-output.0"), (30, "eth0"))
 IPIS = ("reschedule", "call_function", "call_function_single", "irq_work")
 OTHER = ("thermal_apic", "x86_platform_ipi")
-SOFTIRQS = ((1, "TIMER"), (3, "NET_RX"), (7, "SCHED"), (9, "RCU"))
+SOFTIRQS = ((1, "TIMER"), (3, "NET_RX"), (7, "SCHED"), (8, "HRTIMER"), (9, "RCU"))
 STATES = ("R", "R+", "S", "D", "I")
 
 
@@ -59,29 +59,34 @@ class _CpuStream:
         self.ts += int(self.rng.choice([0, 10, int(self.rng.integers(100, most))],
                                        p=[0.08, 0.07, 0.85]))
 
-    def wakeup(self) -> None:
-        who = self.tasks[int(self.rng.integers(1, len(self.tasks)))]
+    def wakeup(self, owner: float = 0.0) -> None:
+        """A task woken: the CPU's sampler (the owner of its late wakeups) with
+        probability `owner`, else any task."""
+        sampler = self.rng.random() < owner
+        who = self.tasks[1 if sampler else int(self.rng.integers(1, len(self.tasks)))]
         self.ev("sched_wakeup", who[0], who[1])
         self.woken.append(who)
 
     def handler_body(self, hard: bool) -> None:
-        """What runs inside a handler: hrtimers (hard ones), a wakeup before or
-        after them, a nested IPI."""
+        """What runs inside a handler: hrtimers (hard ones), each of which may
+        wake a task, or a wakeup before any; a nested IPI, maybe with an hrtimer."""
         rng = self.rng
-        wakeup = rng.random() < 0.35
-        first = wakeup and rng.random() < 0.3  # before the hrtimers: not theirs
-        for _ in range(2):
-            if wakeup and first:
+        if rng.random() < (0.15 if hard else 0.35):
+            self.step()
+            self.wakeup(owner=0.4 if hard else 0.0)
+        if hard:
+            for _ in range(int(rng.choice([0, 1, 2, 3], p=[0.2, 0.45, 0.25, 0.1]))):
                 self.step()
-                self.wakeup()
-            if hard and not first:
-                for _ in range(int(rng.choice([0, 1, 2], p=[0.25, 0.55, 0.2]))):
+                self.ev("hrtimer_expire_entry", 0, str(rng.choice(HRTIMERS)))
+                if rng.random() < 0.3:
                     self.step()
-                    self.ev("hrtimer_expire_entry", 0, str(rng.choice(HRTIMERS)))
-            first = not first
-        if rng.random() < 0.1:
+                    self.wakeup(owner=0.4)
+        if rng.random() < 0.1:  # a nested IPI; an hrtimer in it counts for the hard IRQ below
             self.step()
             self.ev("irq_work_entry", 246)
+            if rng.random() < 0.4:
+                self.step()
+                self.ev("hrtimer_expire_entry", 0, str(rng.choice(HRTIMERS)))
             self.step()
             self.ev("irq_work_exit", 246)
 
@@ -117,6 +122,9 @@ class _CpuStream:
             self.step()
             since = self.ts
             self.ev("softirq_entry", vec, name)
+            if name == "HRTIMER":  # hrtimers run in a softirq: no hard IRQ's (but a lost exit's)
+                self.step()
+                self.ev("hrtimer_expire_entry", 0, str(rng.choice(HRTIMERS)))
             self.step(4_000)
             if rng.random() < 0.93:
                 self.ev("softirq_exit", vec, name)
@@ -278,12 +286,12 @@ def attribution(trace: TraceEvents, every: Table, case: str, parts: int = 1) -> 
 
 
 def timelines(trace: TraceEvents) -> dict:
-    """Each CPU's whole timeline, the first CPU's task its owner, with osnoise preferred."""
+    """Each CPU's whole timeline, its sampler the owner, with osnoise preferred."""
     out = {}
     for cpu in CPUS:
         part = trace.read(cpu, 0, 2**62)
         timeline = build_timeline(part.events, part.switches, Labels(), {}, {"irq", "softirq", "nmi"},
-                                  owner=100)
+                                  owner=100 + cpu)
         out[str(cpu)] = {name: getattr(timeline, name).tolist()
                          for name in ("starts", "label", "task", "pid", "since", "owner_wakeups",
                                       "owner_sleeps")}
