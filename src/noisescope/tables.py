@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import _native
+
 
 class Table(Mapping[str, np.ndarray]):
     def __init__(self, columns: Mapping[str, Iterable] | None = None):
@@ -313,10 +315,10 @@ class ParkedTable:
 
 def dictionary_codes(values: np.ndarray) -> tuple[np.ndarray, list]:
     """An object column as int32 codes and its distinct values (in order of
-    first appearance)."""
-    ids: dict = {}
-    codes = np.fromiter((ids.setdefault(v, len(ids)) for v in values), np.int32, len(values))
-    return codes, list(ids)
+    first appearance; equal as dict keys are)."""
+    codes = np.empty(len(values), np.int64)
+    distinct = _native.dictionary_codes(np.ascontiguousarray(values, dtype=object), codes)
+    return codes.astype(np.int32), distinct
 
 
 def _arrow_column(values: np.ndarray):

@@ -16,9 +16,11 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pytest
 
-from noisescope.tables import Table
+from noisescope import _native
+from noisescope.tables import Table, dictionary_codes
 from noisescope.trace.switches import complete_switches
 
 from ..synthetic_replay import CASES, GOLDEN, attribution, columns, tables_from_columns, timelines
@@ -69,3 +71,29 @@ def test_attribution_is_the_golden_one(golden, trace, spans, case):
 
 def test_attribution_in_two_calls_sharing_labels_and_tasks_is_the_golden_one(golden, trace, spans):
     assert attribution(trace, spans, "fallback", parts=2) == golden["in_parts"]
+
+
+def test_dictionary_codes_are_those_of_a_dict_in_order_of_first_appearance():
+    """The native codes: equal values share a code even as distinct objects
+    (strings made at run time), None and numbers included."""
+    rng = np.random.default_rng(3)
+    pool = ["tick", "".join(["ti", "ck"]), "irq", None, 7, 7.0, "kworker/0:1", "".join("irq")]
+    values = np.empty(500, dtype=object)
+    values[:] = [pool[i] for i in rng.integers(0, len(pool), 500)]
+    ids: dict = {}
+    expected = [ids.setdefault(v, len(ids)) for v in values]
+    codes, distinct = dictionary_codes(values)
+    assert codes.tolist() == expected and distinct == list(ids)
+    assert len(distinct) == 5  # "tick", "irq", None, 7 (== 7.0), "kworker/0:1"
+
+
+def test_the_native_replay_refuses_rows_out_of_range():
+    """A wrong index from the caller is an error, not a read out of bounds."""
+    one, none = np.zeros(1, np.int64), np.zeros(0, np.int64)
+    out = tuple(np.zeros(2, np.int64) for _ in range(5))
+    with pytest.raises(ValueError, match="order"):
+        _native.replay_switches((one, one, one, one), (none, none, none), np.array([5]), out)
+    items = (np.array([_native.ITEM_SWITCH]), np.array([0]))  # a switch, but there is none
+    with pytest.raises(ValueError, match="out of range"):
+        _native.replay_timeline(items, (one,) * 5, (none,) * 4, (none,) * 4, (one,) * 3, 0, (-1, -1),
+                                (out, one, one, one, one))

@@ -16,6 +16,7 @@
 #include "pages.h"
 #include "predict.h"
 #include "probes.h"
+#include "replay.h"
 
 #if NS_HAVE_TSC
 #include <cpuid.h>
@@ -67,8 +68,8 @@ static int get_int(PyObject *dict, const char *key, int *out)
     return 0;
 }
 
-/* Borrows a writable, C-contiguous buffer of 8-byte integers. */
-static int borrow_series(PyObject *value, const char *name, struct borrowed *b,
+/* Borrows a C-contiguous buffer of 8-byte integers (flags: PyBUF_WRITABLE or 0). */
+static int borrow_buffer(PyObject *value, const char *name, int flags, struct borrowed *b,
                          struct ns_series *out)
 {
     if (b->used == b->capacity) {
@@ -76,7 +77,7 @@ static int borrow_series(PyObject *value, const char *name, struct borrowed *b,
         return -1;
     }
     Py_buffer *view = &b->views[b->used];
-    if (PyObject_GetBuffer(value, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+    if (PyObject_GetBuffer(value, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     b->used++;
     if (view->itemsize != 8 || view->format == NULL || strchr("qQlL", view->format[0]) == NULL) {
@@ -86,6 +87,13 @@ static int borrow_series(PyObject *value, const char *name, struct borrowed *b,
     out->data = view->buf;
     out->capacity = (size_t)(view->len / 8);
     return 0;
+}
+
+/* Borrows a writable, C-contiguous buffer of 8-byte integers. */
+static int borrow_series(PyObject *value, const char *name, struct borrowed *b,
+                         struct ns_series *out)
+{
+    return borrow_buffer(value, name, PyBUF_WRITABLE, b, out);
 }
 
 static int get_series(PyObject *dict, const char *key, struct borrowed *b,
@@ -627,24 +635,31 @@ static PyObject *native_injection_signal(PyObject *self, PyObject *unused)
 
 /* -- the prediction engine (analysis/predict): tuples of arrays, see predict.h -- */
 
-/* A borrowed int64 array of at least `least` items (NULL for None if optional). */
-static int borrow_int64(PyObject *value, const char *name, int optional, size_t least,
-                        struct borrowed *b, int64_t **out)
+/* A borrowed int64 array of at least `least` items (NULL for None if optional),
+ * writable unless flags is 0. */
+static int borrow_int64_as(PyObject *value, const char *name, int optional, size_t least,
+                           int flags, struct borrowed *b, int64_t **out)
 {
     if (optional && value == Py_None) {
         *out = NULL;
         return 0;
     }
     struct ns_series series;
-    if (borrow_series(value, name, b, &series) < 0)
+    if (borrow_buffer(value, name, flags, b, &series) < 0)
         return -1;
     if (series.capacity < least) {
-        PyErr_Format(PyExc_ValueError, "predict: array '%s' holds %zu items, needs %zu", name,
+        PyErr_Format(PyExc_ValueError, "native: array '%s' holds %zu items, needs %zu", name,
                      series.capacity, least);
         return -1;
     }
     *out = (int64_t *)series.data;
     return 0;
+}
+
+static int borrow_int64(PyObject *value, const char *name, int optional, size_t least,
+                        struct borrowed *b, int64_t **out)
+{
+    return borrow_int64_as(value, name, optional, least, PyBUF_WRITABLE, b, out);
 }
 
 /* (starts, ends, cumulative, first, bucket_shift, max_steps, origin, span, total) */
@@ -833,6 +848,255 @@ done:
     return result;
 }
 
+/* -- the attribution's replays (trace/switches.py, trace/attribute.py), see replay.h -- */
+
+static PyObject *native_dictionary_codes(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *values_obj, *codes_obj;
+    if (!PyArg_ParseTuple(args, "OO", &values_obj, &codes_obj))
+        return NULL;
+    Py_buffer values;
+    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    Py_buffer views[1];
+    struct borrowed b = {views, 0, 1};
+    PyObject *distinct = NULL, *ids = NULL;
+    int64_t *codes;
+    if (values.format == NULL || strcmp(values.format, "O") != 0 ||
+        values.itemsize != sizeof(PyObject *)) {
+        PyErr_SetString(PyExc_TypeError, "dictionary_codes: values must be an object array");
+        goto fail;
+    }
+    Py_ssize_t count = values.len / values.itemsize;
+    if (borrow_int64(codes_obj, "codes", 0, (size_t)count, &b, &codes) < 0 ||
+        (distinct = PyList_New(0)) == NULL || (ids = PyDict_New()) == NULL)
+        goto fail;
+    /* The codes of objects seen lately, by address: a column repeats a few
+     * objects (interned strings) and an object is equal to itself. */
+    struct {
+        PyObject *value;
+        Py_ssize_t code;
+    } recent[64] = {{NULL, 0}};
+    PyObject **items = values.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = items[i];
+        size_t slot = ((uintptr_t)value >> 4) % 64;
+        Py_ssize_t code = recent[slot].code;
+        if (recent[slot].value != value) {
+            PyObject *known = PyDict_GetItemWithError(ids, value);
+            if (known != NULL) {
+                code = PyLong_AsSsize_t(known);
+            } else {
+                if (PyErr_Occurred())
+                    goto fail;
+                code = PyList_GET_SIZE(distinct);
+                PyObject *number = PyLong_FromSsize_t(code);
+                int failed = number == NULL || PyDict_SetItem(ids, value, number) < 0 ||
+                             PyList_Append(distinct, value) < 0;
+                Py_XDECREF(number);
+                if (failed)
+                    goto fail;
+            }
+            recent[slot].value = value, recent[slot].code = code;
+        }
+        codes[i] = code;
+    }
+    Py_DECREF(ids);
+    borrowed_release_views(&b);
+    PyBuffer_Release(&values);
+    return distinct;
+fail:
+    Py_XDECREF(ids);
+    Py_XDECREF(distinct);
+    borrowed_release_views(&b);
+    PyBuffer_Release(&values);
+    return NULL;
+}
+
+/* Borrows the int64 arrays of a tuple, each of at least `least` items (0:
+ * any; the first one's length is then *count), for reading unless writable. */
+static int borrow_tuple(PyObject *tuple, const char *what, const char *const *names,
+                        int64_t **arrays, size_t least, size_t *count, int writable,
+                        struct borrowed *b)
+{
+    Py_ssize_t n = 0;
+    while (names[n] != NULL)
+        n++;
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != n) {
+        PyErr_Format(PyExc_TypeError, "replay: %s must be a tuple of %zd arrays", what, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (borrow_int64_as(PyTuple_GET_ITEM(tuple, i), names[i], 0, least,
+                            writable ? PyBUF_WRITABLE : 0, b, &arrays[i]) < 0)
+            return -1;
+        if (i == 0 && count != NULL) {
+            *count = (size_t)(b->views[b->used - 1].len / 8);
+            least = *count;
+        }
+    }
+    return 0;
+}
+
+/* Every value of `values[0..count)` in [0, bound). */
+static int check_indices(const int64_t *values, size_t count, int64_t bound, const char *name)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (values[i] < 0 || values[i] >= bound) {
+            PyErr_Format(PyExc_ValueError, "replay: %s[%zu] = %lld is out of range", name, i,
+                         (long long)values[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *native_replay_switches(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *events_obj, *switches_obj, *order_obj, *out_obj;
+    if (!PyArg_ParseTuple(args, "OOOO", &events_obj, &switches_obj, &order_obj, &out_obj))
+        return NULL;
+    static const char *const event_names[] = {"event_ts", "event_what", "event_pid", "woken", NULL};
+    static const char *const switch_names[] = {"switch_ts", "prev_pid", "next_pid", NULL};
+    static const char *const out_names[] = {"out_ts", "out_prev_pid", "out_prev_comm",
+                                            "out_next_pid", "out_next_comm", NULL};
+    Py_buffer views[16];
+    struct borrowed b = {views, 0, 16};
+    int64_t *events[4], *switches[3], *out[5], *order;
+    size_t n_events, n_switches;
+    PyObject *result = NULL;
+    if (borrow_tuple(events_obj, "events", event_names, events, 0, &n_events, 0, &b) < 0 ||
+        borrow_tuple(switches_obj, "switches", switch_names, switches, 0, &n_switches, 0, &b) < 0 ||
+        borrow_int64_as(order_obj, "order", 0, n_events + n_switches, 0, &b, &order) < 0 ||
+        borrow_tuple(out_obj, "out", out_names, out, n_events + n_switches, NULL, 1, &b) < 0 ||
+        check_indices(order, n_events + n_switches, (int64_t)(n_events + n_switches),
+                      "order") < 0)
+        goto done;
+    struct ns_switch_replay replay = {
+        (int64_t)n_events, events[0], events[1], events[2], events[3],
+        (int64_t)n_switches, switches[0], switches[1], switches[2], order,
+        out[0], out[1], out[2], out[3], out[4],
+    };
+    int64_t inferred;
+    Py_BEGIN_ALLOW_THREADS
+    inferred = ns_replay_switches(&replay);
+    Py_END_ALLOW_THREADS
+    result = inferred < 0 ? PyErr_NoMemory() : PyLong_FromLongLong(inferred);
+done:
+    borrowed_release_views(&b);
+    return result;
+}
+
+/* Whatever the timeline's replay indexes with is in range (a bad index is a
+ * bug of the caller, raised rather than read out of bounds). */
+static int check_timeline(const struct ns_timeline_replay *r, int64_t n_events,
+                          int64_t n_switches, int64_t n_overlays)
+{
+    for (int64_t i = 0; i < r->n_items; i++) {
+        int64_t kind = r->item_kind[i], ref = r->item_ref[i];
+        int64_t bound = kind == NS_ITEM_EVENT ? n_events : kind == NS_ITEM_SWITCH ? n_switches
+                        : kind == NS_ITEM_OVERLAY_ENTRY || kind == NS_ITEM_OVERLAY_EXIT ? n_overlays
+                        : -1;
+        if (bound < 0 || ref < 0 || ref >= bound) {
+            PyErr_Format(PyExc_ValueError, "replay: item %lld (kind %lld, row %lld) is out of range",
+                         (long long)i, (long long)kind, (long long)ref);
+            return -1;
+        }
+    }
+    for (int64_t i = 0; i < n_events; i++) {
+        int64_t action = r->action[i], value = r->value[i];
+        int pushes = action == NS_ACT_PUSH || action == NS_ACT_PUSH_HARD ||
+                     action == NS_ACT_PUSH_TIMER;
+        if (action < NS_ACT_SKIP || action > NS_ACT_OWNER_WAKEUP ||
+            (pushes && (value < 0 || value >= r->n_labels)) ||
+            (action == NS_ACT_HRTIMER && (value < 0 || value >= r->n_functions))) {
+            PyErr_Format(PyExc_ValueError, "replay: event %lld (action %lld, value %lld) is out "
+                         "of range", (long long)i, (long long)action, (long long)value);
+            return -1;
+        }
+    }
+    return check_indices(r->overlay_label, (size_t)n_overlays, r->n_labels,
+                         "overlay_label") < 0 ||
+           check_indices(r->function_label, (size_t)r->n_functions + 1, r->n_labels,
+                         "function_label") < 0 ||
+           check_indices(r->function_own_label, (size_t)r->n_functions + 1, r->n_labels,
+                         "function_own_label") < 0 ||
+           check_indices(&r->tick_label, 1, r->n_labels, "tick_label") < 0 ? -1 : 0;
+}
+
+static PyObject *native_replay_timeline(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *items_obj, *events_obj, *switches_obj, *overlays_obj, *functions_obj;
+    PyObject *segments_obj, *context_obj, *wakeups_obj, *sleeps_obj, *first_use_obj;
+    long long tick_label, task, pid;
+    if (!PyArg_ParseTuple(args, "OOOOOL(LL)(OOOOO)", &items_obj, &events_obj, &switches_obj,
+                          &overlays_obj, &functions_obj, &tick_label, &task, &pid, &segments_obj,
+                          &context_obj, &wakeups_obj, &sleeps_obj, &first_use_obj))
+        return NULL;
+    static const char *const item_names[] = {"item_kind", "item_ref", NULL};
+    static const char *const event_names[] = {"event_ts", "action", "kind", "key", "value", NULL};
+    static const char *const switch_names[] = {"switch_ts", "switch_task", "switch_pid",
+                                               "owner_sleeps", NULL};
+    static const char *const overlay_names[] = {"overlay_start", "overlay_end", "overlay_label",
+                                                "overlay_timer", NULL};
+    static const char *const function_names[] = {"function_tick", "function_label",
+                                                 "function_own_label", NULL};
+    static const char *const segment_names[] = {"segment_start", "segment_context",
+                                                "segment_task", "segment_pid", "segment_since",
+                                                NULL};
+    Py_buffer views[32];
+    struct borrowed b = {views, 0, 32};
+    int64_t *items[2], *events[5], *switches[4], *overlays[4], *functions[3], *segments[5];
+    int64_t *context_label, *wakeups, *sleeps, *first_use;
+    size_t n_items, n_events, n_switches, n_overlays, n_functions;
+    PyObject *result = NULL;
+    if (borrow_tuple(items_obj, "items", item_names, items, 0, &n_items, 0, &b) < 0 ||
+        borrow_tuple(events_obj, "events", event_names, events, 0, &n_events, 0, &b) < 0 ||
+        borrow_tuple(switches_obj, "switches", switch_names, switches, 0, &n_switches, 0, &b) < 0 ||
+        borrow_tuple(overlays_obj, "overlays", overlay_names, overlays, 0, &n_overlays, 0, &b) < 0 ||
+        borrow_tuple(functions_obj, "functions", function_names, functions, 1, &n_functions, 0,
+                     &b) < 0 ||
+        borrow_tuple(segments_obj, "segments", segment_names, segments, n_items + 1, NULL, 1,
+                     &b) < 0 ||
+        borrow_int64(context_obj, "context_labels", 0, n_items, &b, &context_label) < 0 ||
+        borrow_int64(wakeups_obj, "wakeups", 0, n_items, &b, &wakeups) < 0 ||
+        borrow_int64(sleeps_obj, "sleeps", 0, n_items, &b, &sleeps) < 0 ||
+        borrow_int64(first_use_obj, "first_use", 0, 0, &b, &first_use) < 0)
+        goto done;
+    struct ns_timeline_replay replay = {
+        .n_items = (int64_t)n_items, .item_kind = items[0], .item_ref = items[1],
+        .event_ts = events[0], .action = events[1], .kind = events[2], .key = events[3],
+        .value = events[4],
+        .switch_ts = switches[0], .switch_task = switches[1], .switch_pid = switches[2],
+        .owner_sleeps = switches[3],
+        .overlay_start = overlays[0], .overlay_end = overlays[1], .overlay_label = overlays[2],
+        .overlay_timer = overlays[3],
+        .function_tick = functions[0], .function_label = functions[1],
+        .function_own_label = functions[2], .n_functions = (int64_t)n_functions - 1,
+        .n_labels = (int64_t)(b.views[b.used - 1].len / 8), .tick_label = tick_label,
+        .task = task, .pid = pid,
+        .segment_start = segments[0], .segment_context = segments[1], .segment_task = segments[2],
+        .segment_pid = segments[3], .segment_since = segments[4],
+        .context_label = context_label, .wakeups = wakeups, .sleeps = sleeps,
+        .first_use = first_use,
+    };
+    if (check_timeline(&replay, (int64_t)n_events, (int64_t)n_switches, (int64_t)n_overlays) < 0)
+        goto done;
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = ns_replay_timeline(&replay);
+    Py_END_ALLOW_THREADS
+    result = failed ? PyErr_NoMemory()
+                    : Py_BuildValue("LLLL", (long long)replay.segments, (long long)replay.contexts,
+                                    (long long)replay.n_wakeups, (long long)replay.n_sleeps);
+done:
+    borrowed_release_views(&b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"run", native_run, METH_VARARGS, run_doc},
     {"ticks", native_ticks, METH_NOARGS, "Current tick count of the measurement clock."},
@@ -863,6 +1127,16 @@ static PyMethodDef methods[] = {
      "predict_compute(machine, replay, length, threads): every process computes."},
     {"predict_allreduce", native_predict_allreduce, METH_VARARGS,
      "predict_allreduce(machine, replay, power, block, group, threads): exchange rounds."},
+    {"dictionary_codes", native_dictionary_codes, METH_VARARGS,
+     "dictionary_codes(values, codes) -> distinct: each value's code (its distinct value's "
+     "place in order of first appearance) into codes (int64), for an object array."},
+    {"replay_switches", native_replay_switches, METH_VARARGS,
+     "replay_switches(events, switches, order, out) -> count: the switches one CPU's trace "
+     "missed (trace/switches.py, replay.h)."},
+    {"replay_timeline", native_replay_timeline, METH_VARARGS,
+     "replay_timeline(items, events, switches, overlays, functions, tick_label, (task, pid), "
+     "out) -> (segments, contexts, wakeups, sleeps): one CPU's timeline (trace/attribute.py, "
+     "replay.h)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -870,6 +1144,29 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "noisescope._native", "The native measurement core.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
+
+/* The replays' codes (replay.h), for trace/switches.py and trace/attribute.py. */
+static int add_replay_constants(PyObject *m)
+{
+    static const struct {
+        const char *name;
+        int value;
+    } codes[] = {
+        {"SWITCH_OTHER", NS_SWITCH_OTHER}, {"SWITCH_HANDLER_ENTRY", NS_SWITCH_HANDLER_ENTRY},
+        {"SWITCH_HANDLER_EXIT", NS_SWITCH_HANDLER_EXIT}, {"SWITCH_WAKEUP", NS_SWITCH_WAKEUP},
+        {"ITEM_EVENT", NS_ITEM_EVENT}, {"ITEM_SWITCH", NS_ITEM_SWITCH},
+        {"ITEM_OVERLAY_ENTRY", NS_ITEM_OVERLAY_ENTRY}, {"ITEM_OVERLAY_EXIT", NS_ITEM_OVERLAY_EXIT},
+        {"ACT_SKIP", NS_ACT_SKIP}, {"ACT_MARK", NS_ACT_MARK}, {"ACT_PUSH", NS_ACT_PUSH},
+        {"ACT_PUSH_HARD", NS_ACT_PUSH_HARD}, {"ACT_PUSH_TIMER", NS_ACT_PUSH_TIMER},
+        {"ACT_POP", NS_ACT_POP}, {"ACT_HRTIMER", NS_ACT_HRTIMER},
+        {"ACT_OWNER_WAKEUP", NS_ACT_OWNER_WAKEUP},
+        {"KIND_FAULT", NS_KIND_FAULT}, {"KIND_OVERLAY", NS_KIND_OVERLAY},
+    };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (PyModule_AddIntConstant(m, codes[i].name, codes[i].value) < 0)
+            return -1;
+    return 0;
+}
 
 PyMODINIT_FUNC PyInit__native(void)
 {
@@ -882,7 +1179,8 @@ PyMODINIT_FUNC PyInit__native(void)
         PyModule_AddIntConstant(m, "CONTROL_STRIDE", NS_CONTROL_STRIDE) < 0 ||
         PyModule_AddIntConstant(m, "SLOT_PROGRESS", NS_SLOT_PROGRESS) < 0 ||
         PyModule_AddIntConstant(m, "SLOT_PUBLISHED", NS_SLOT_PUBLISHED) < 0 ||
-        PyModule_AddIntConstant(m, "SLOT_TAKEN", NS_SLOT_TAKEN) < 0) {
+        PyModule_AddIntConstant(m, "SLOT_TAKEN", NS_SLOT_TAKEN) < 0 ||
+        add_replay_constants(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -62,13 +62,13 @@ interrupt name, `tick` or `timer` from the hrtimers it ran).
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..tables import Table, inside_windows
+from .. import _native
+from ..tables import Table, dictionary_codes, inside_windows
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .osnoise import OSNOISE_CLASSES, osnoise_classes, preferred_osnoise_classes
 from .store import EventSource
@@ -108,17 +108,6 @@ class Labels:
 
 
 @dataclass
-class _Open:
-    """A handler context on a CPU's stack; its label may be decided at exit."""
-
-    kind: str  # "vector:<name>", "irq", "softirq", "fault", "overlay"
-    key: int
-    index: int  # into the CPU's context list
-    functions: list[str] | None = None  # hrtimer functions run inside (hard IRQs)
-    woke_owner: str | None = None  # the hrtimer function that woke the owner, if one did
-
-
-@dataclass
 class Timeline:
     """One CPU's segments: from starts[i] to starts[i+1], `label` (innermost
     handler, -1 for none) ran in task `task` (-1 unknown) with process id
@@ -135,155 +124,97 @@ class Timeline:
     owner_sleeps: np.ndarray  # when it went to sleep (a switch away from it, not runnable)
 
 
-# What an event does to a CPU's handler stack (_TimelineBuilder._action).
-_SKIP, _PUSH, _VECTOR_EXIT, _BY_NAME = range(4)
+# Handler kinds on a CPU's stack, for the native replay to match exits with
+# entries (fault and overlay are its own; a vector's entry and exit share one).
+_STACK_KINDS = {"irq": 2, "softirq": 3, **{f"vector:{v}": 4 + i for i, v in
+                                           enumerate((LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS))}}
 
 
-class _TimelineBuilder:
-    def __init__(self, labels: Labels, tasks: dict[tuple[int, str], int], osnoise: set[str],
-                 owner: int | None = None):
-        self.labels = labels
-        self.tasks = tasks
-        self.osnoise = osnoise  # classes taken from osnoise events
-        self.owner = owner  # pid whose wakeups are the spans (timerlat), if any
-        self.owner_wakeups = array("q")
-        self.owner_sleeps = array("q")
-        # compact arrays: a long trace has millions of segments
-        self.context_labels = array("i")
-        self.stack: list[_Open] = []
-        self.starts = array("q")
-        self.contexts = array("q")
-        self.task_ids = array("q")
-        self.pids = array("q")
-        self.sinces = array("q")
-        self.task = -1
-        self.pid = -1
-        self.since = np.iinfo(np.int64).min
-        self._actions: dict[str, tuple] = {}  # event name -> what it does (_action)
-
-    def task_id(self, pid: int, comm: str) -> int:
-        return self.tasks.setdefault((pid, comm), len(self.tasks))
-
-    def push(self, kind: str, key: int, label: int, hard: bool = False) -> None:
-        self.context_labels.append(label)
-        self.stack.append(_Open(kind, key, len(self.context_labels) - 1, [] if hard else None))
-
-    def pop(self, kind: str, key: int) -> _Open | None:
-        for depth in range(len(self.stack) - 1, -1, -1):
-            entry = self.stack[depth]
-            if entry.kind == kind and entry.key == key:
-                del self.stack[depth:]  # whatever is above lost its exit: it ends here too
-                return entry
-        return None
-
-    def mark(self, ts: int) -> None:
-        context = self.stack[-1].index if self.stack else -1
-        if self.contexts and self.contexts[-1] == context and self.task_ids[-1] == self.task:
-            return
-        if self.starts and self.starts[-1] == ts:  # a zero-length segment: replace it
-            self.contexts.pop()
-            self.task_ids.pop()
-            self.pids.pop()
-            self.sinces.pop()
-            self.starts.pop()
-        self.starts.append(ts)
-        self.contexts.append(context)
-        self.task_ids.append(self.task)
-        self.pids.append(self.pid)
-        self.sinces.append(self.since)
-
-    def close_hard_irq(self, entry: _Open, timer_vector: bool | None = None) -> None:
-        """Decide a hard IRQ's label from the hrtimers it ran."""
-        functions = entry.functions or []
-        if timer_vector is None:
-            timer_vector = entry.kind == f"vector:{LOCAL_TIMER}"
-        if any(f.startswith(TICK_FUNCTION_PREFIX) for f in functions) or (timer_vector and not functions):
-            self.context_labels[entry.index] = self.labels.id("tick")
-        elif timer_vector and entry.woke_owner is not None:
-            self.context_labels[entry.index] = self.labels.id("timer", entry.woke_owner + OWN_SUFFIX)
-        elif timer_vector:
-            self.context_labels[entry.index] = self.labels.id("timer", functions[0])
-
-    def _action(self, name: str) -> tuple:
-        """What an event of this name does to the handler stack (decided once per name)."""
-        if _native_class(name) in self.osnoise:
-            action: tuple = (_SKIP,)  # osnoise events stand for this class
-        elif name.endswith("_entry") and name[:-6] in IPI_NAMES:
-            action = (_PUSH, f"vector:{name[:-6]}", ("ipi", IPI_NAMES[name[:-6]]), False)
-        elif name == f"{LOCAL_TIMER}_entry":
-            action = (_PUSH, f"vector:{LOCAL_TIMER}", ("tick", ""), True)
-        elif name.endswith("_entry") and name[:-6] in VECTOR_IRQ_NAMES:
-            action = (_PUSH, f"vector:{name[:-6]}", ("irq", VECTOR_IRQ_NAMES[name[:-6]]), False)
-        elif name.endswith("_exit") and name[:-5] in (LOCAL_TIMER, *IPI_VECTORS, *OTHER_VECTORS):
-            action = (_VECTOR_EXIT, f"vector:{name[:-5]}")
-        elif name in ("page_fault_user", "page_fault_kernel"):
-            action = (_PUSH, "fault", ("fault", name[len("page_fault_"):]), False)
-        else:  # by name below (or nothing but a mark)
-            action = (_BY_NAME,)
-        self._actions[name] = action
-        return action
-
-    def event(self, ts: int, name: str, number: int, text: str) -> None:
-        stack = self.stack
-        if stack and stack[-1].kind == "fault":
-            stack.pop()  # a fault lasts until the next event
-        action = self._actions.get(name) or self._action(name)
-        what = action[0]
-        if what == _SKIP:
-            return
-        if what == _PUSH:
-            self.push(action[1], 0, self.labels.id(*action[2]), hard=action[3])
-        elif what == _VECTOR_EXIT:
-            entry = self.pop(action[1], 0)
-            if entry is not None and entry.functions is not None:
-                self.close_hard_irq(entry)
-        elif name == "irq_handler_entry":
-            self.push("irq", number, self.labels.id("irq", text), hard=True)
-        elif name == "irq_handler_exit":
-            entry = self.pop("irq", number)
-            if entry is not None:
-                self.close_hard_irq(entry)
-        elif name == "softirq_entry":
-            self.push("softirq", number, self.labels.id("softirq", text))
-        elif name == "softirq_exit":
-            self.pop("softirq", number)
-        elif name == "hrtimer_expire_entry":
-            for entry in reversed(stack):
-                if entry.functions is not None:
-                    entry.functions.append(text)
-                    break
-        elif name == "sched_wakeup" and number == self.owner:
-            self.owner_wakeups.append(ts)
-            for entry in reversed(stack):
-                if entry.functions is not None:
-                    entry.woke_owner = entry.functions[-1] if entry.functions else "hrtimer"
-                    break
-        self.mark(ts)
-
-    def switch(self, ts: int, prev_pid: int, prev_state: str, next_pid: int, next_comm: str) -> None:
-        if prev_pid == self.owner and prev_state[:1] not in ("R", UNKNOWN_STATE):
-            self.owner_sleeps.append(ts)
-        self.stack.clear()  # no handler stays open across a context switch
-        self.task, self.pid, self.since = self.task_id(next_pid, next_comm), next_pid, ts
-        self.mark(ts)
+def _action(name: str, osnoise: set[str]) -> tuple[int, int, tuple[str, str] | None]:
+    """What an event of this name does to the handler stack (replay.h): the
+    native replay's action, the kind of handler, and the label it opens (None:
+    none, or the event's text names it: irq_handler_entry, softirq_entry)."""
+    vector = name.rsplit("_", 1)[0]
+    if _native_class(name) in osnoise:
+        return _native.ACT_SKIP, 0, None  # osnoise events stand for this class
+    if name.endswith("_entry") and vector in IPI_NAMES:
+        return _native.ACT_PUSH, _STACK_KINDS[f"vector:{vector}"], ("ipi", IPI_NAMES[vector])
+    if name == f"{LOCAL_TIMER}_entry":
+        return _native.ACT_PUSH_TIMER, _STACK_KINDS[f"vector:{vector}"], ("tick", "")
+    if name.endswith("_entry") and vector in VECTOR_IRQ_NAMES:
+        return _native.ACT_PUSH, _STACK_KINDS[f"vector:{vector}"], ("irq", VECTOR_IRQ_NAMES[vector])
+    if name.endswith("_exit") and f"vector:{vector}" in _STACK_KINDS:
+        return _native.ACT_POP, _STACK_KINDS[f"vector:{vector}"], None
+    if name in ("page_fault_user", "page_fault_kernel"):
+        return _native.ACT_PUSH, _native.KIND_FAULT, ("fault", name[len("page_fault_"):])
+    if name in ("irq_handler_entry", "softirq_entry"):
+        return (_native.ACT_PUSH_HARD if name == "irq_handler_entry" else _native.ACT_PUSH,
+                _STACK_KINDS[name.split("_")[0]], None)
+    if name in ("irq_handler_exit", "softirq_exit"):
+        return _native.ACT_POP, _STACK_KINDS[name.split("_")[0]], None
+    if name == "hrtimer_expire_entry":
+        return _native.ACT_HRTIMER, 0, None
+    return _native.ACT_MARK, 0, None  # (a wakeup of the owner: decided by event)
 
 
-def _overlays(events: Table, labels: Labels, osnoise: set[str]
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+class _EventActions:
+    """What each event of one CPU does (`_action`, decided once per distinct
+    name, and per distinct text for the labels and hrtimer functions it names),
+    as the native replay's arrays. `candidates` numbers the labels the replay
+    may give; the caller's Labels number them as the replay first gives them."""
+
+    def __init__(self, events: Table, names: list[str], codes: np.ndarray, osnoise: set[str],
+                 owner: int | None, candidates: Labels):
+        decided = [_action(name, osnoise) for name in names]
+        self.action = np.array([a for a, _, _ in decided], np.int64).reshape(-1)[codes]
+        self.kind = np.array([k for _, k, _ in decided], np.int64).reshape(-1)[codes]
+        self.value = np.array([candidates.id(*label) if label else -1 for _, _, label in decided],
+                              np.int64).reshape(-1)[codes]
+        numbered = np.isin(self.kind, (_STACK_KINDS["irq"], _STACK_KINDS["softirq"]))
+        self.key = np.where(numbered, events["number"], 0).astype(np.int64)
+        texts = events["name"]
+        for name, cause in (("irq_handler_entry", "irq"), ("softirq_entry", "softirq")):
+            rows = self._rows(names, codes, name)
+            if len(rows) and self.action[rows[0]] != _native.ACT_SKIP:  # named by its text
+                text_codes, distinct = dictionary_codes(texts[rows])
+                self.value[rows] = np.array([candidates.id(cause, t) for t in distinct])[text_codes]
+        rows = self._rows(names, codes, "hrtimer_expire_entry")
+        self.value[rows], functions = dictionary_codes(texts[rows])
+        functions.append("hrtimer")  # the function of a wakeup of the owner before any ran
+        self.functions = (
+            np.array([f.startswith(TICK_FUNCTION_PREFIX) for f in functions], np.int64),
+            np.array([candidates.id("timer", f) for f in functions], np.int64),
+            np.array([candidates.id("timer", f + OWN_SUFFIX) for f in functions], np.int64))
+        if owner is not None:
+            wakeups = self._rows(names, codes, "sched_wakeup")
+            self.action[wakeups[events["number"][wakeups] == owner]] = _native.ACT_OWNER_WAKEUP
+
+    @staticmethod
+    def _rows(names: list[str], codes: np.ndarray, name: str) -> np.ndarray:
+        return np.flatnonzero(codes == names.index(name)) if name in names else np.zeros(0, np.int64)
+
+
+def _overlays(events: Table, names: list[str], codes: np.ndarray, labels: Labels, osnoise: set[str],
+              candidates: Labels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Activity known by its end and length: NMIs (nmi_handler fires when the
-    handler is done) and osnoise events. (event index, start, label id, whether
-    it is a timer interrupt: its label then follows the hrtimers it ran)."""
+    handler is done) and osnoise events. (event index, start, candidate label,
+    whether it is a timer interrupt: its label then follows the hrtimers it
+    ran). Their labels are numbered in `labels` first, in the events' order."""
     wanted = [name for name, cls in OSNOISE_CLASSES.items() if cls in osnoise]
     if "nmi" not in osnoise:
         wanted.append("nmi_handler")
-    index = np.flatnonzero(np.isin(events["event"], wanted))
-    named = [_overlay_label(labels, name, text)
-             for name, text in zip(events["event"][index].tolist(),
-                                   events["name"][index].tolist(), strict=True)]
-    label = np.array([label for label, _ in named], np.int64).reshape(-1)
-    timer = np.array([is_timer for _, is_timer in named], bool).reshape(-1)
+    index = np.flatnonzero(np.isin(codes, [names.index(n) for n in wanted if n in names]))
+    text_codes, texts = dictionary_codes(events["name"][index])
+    pair = codes[index].astype(np.int64) * max(len(texts), 1) + text_codes
+    distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    label = np.zeros(len(distinct), np.int64)
+    timer = np.zeros(len(distinct), bool)
+    for k in np.argsort(first).tolist():  # numbered in the order the events come
+        name, text = names[codes[index[first[k]]]], texts[text_codes[first[k]]]
+        real, timer[k] = _overlay_label(labels, name, text)
+        label[k] = candidates.id(*labels.pairs[real])
     start = events["timestamp_ns"][index] - np.maximum(events["number"][index], 0)
-    return index, start, label, timer
+    return index, start, label[inverse.reshape(-1)], timer[inverse.reshape(-1)]
 
 
 def _overlay_label(labels: Labels, name: str, text: str) -> tuple[int, bool]:
@@ -312,69 +243,93 @@ def _native_class(name: str) -> str | None:
     return None
 
 
-# Kinds of items in a CPU's merged stream, in the order they are handled at
-# equal times: overlays end, tasks switch, overlays begin, then the events in
-# the order the kernel recorded them, then the switches inferred (they follow
-# the exit of the handler that woke the task).
-_OVERLAY_EXIT, _SWITCH, _OVERLAY_ENTRY, _EVENT, _INFERRED_SWITCH = range(5)
-_BATCH = 65_536
+def _task_ids(switches: Table, tasks: dict[tuple[int, str], int]) -> tuple[int, np.ndarray]:
+    """The task current before the first switch, and each switch's next task,
+    as ids in `tasks` (new (pid, command) pairs numbered in the order met)."""
+    if not switches.rows:
+        return -1, np.zeros(0, np.int64)
+    pids = np.concatenate([switches["prev_pid"][:1], switches["next_pid"]]).astype(np.int64)
+    comm_codes, comms = dictionary_codes(np.concatenate([switches["prev_comm"][:1],
+                                                         switches["next_comm"]]))
+    pair = pids * len(comms) + comm_codes
+    distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    ids = np.zeros(len(distinct), np.int64)
+    for k in np.argsort(first).tolist():
+        ids[k] = tasks.setdefault((int(pids[first[k]]), comms[comm_codes[first[k]]]), len(tasks))
+    task = ids[inverse.reshape(-1)]
+    return int(task[0]), task[1:]
+
+
+def _owner_sleeps(switches: Table, owner: int | None) -> np.ndarray:
+    """Which switches put the owner to sleep (away from it, not runnable)."""
+    sleeps = np.zeros(switches.rows, np.int64)
+    if owner is not None:
+        mine = np.flatnonzero(switches["prev_pid"] == owner)
+        codes, states = dictionary_codes(switches["prev_state"][mine])
+        asleep = np.array([s[:1] not in ("R", UNKNOWN_STATE) for s in states], np.int64)
+        sleeps[mine] = asleep.reshape(-1)[codes]
+    return sleeps
 
 
 def build_timeline(events: Table, switches: Table, labels: Labels,
                    tasks: dict[tuple[int, str], int], osnoise: set[str],
                    owner: int | None = None) -> Timeline:
     """Replay one CPU's events (both tables restricted to it, each by time),
-    with the switches missing from the trace put back."""
+    with the switches missing from the trace put back: in the native core
+    (replay.h), from what each event does decided here once per distinct
+    name and text."""
     switches = complete_switches(switches, events)
-    builder = _TimelineBuilder(labels, tasks, osnoise, owner)
-    if switches.rows:
-        builder.pid = int(switches["prev_pid"][0])
-        builder.task = builder.task_id(builder.pid, switches["prev_comm"][0])
-    ev_ts, sw_ts = events["timestamp_ns"], switches["timestamp_ns"]
-    overlay, overlay_start, overlay_label, overlay_timer = _overlays(events, labels, osnoise)
+    codes, names = dictionary_codes(events["event"])
+    candidates = Labels()  # what the replay may label a context with
+    actions = _EventActions(events, names, codes, osnoise, owner, candidates)
+    overlay, overlay_start, overlay_label, overlay_timer = _overlays(events, names, codes, labels,
+                                                                     osnoise, candidates)
+    first_task, switch_task = _task_ids(switches, tasks)
+    ev_ts, sw_ts = _int64(events["timestamp_ns"]), _int64(switches["timestamp_ns"])
     overlay_end = ev_ts[overlay]
-    overlays = len(overlay_start)
-    kinds = np.repeat(np.array([_EVENT, _SWITCH, _OVERLAY_ENTRY, _OVERLAY_EXIT], np.int8),
-                      [len(ev_ts), len(sw_ts), overlays, overlays])
-    kinds[len(ev_ts):len(ev_ts) + len(sw_ts)][switches["inferred"]] = _INFERRED_SWITCH
-    refs = np.concatenate([np.arange(len(ev_ts)), np.arange(len(sw_ts)), np.arange(overlays),
-                           np.arange(overlays)])
-    order = np.lexsort((refs, kinds, np.concatenate([ev_ts, sw_ts, overlay_start, overlay_end])))
-    # as Python rows: the replay reads them one by one (a chunk's events: CHUNK_NS of one CPU)
-    event_rows = list(zip(ev_ts.tolist(), events["event"].tolist(), events["number"].tolist(),
-                          events["name"].tolist(), strict=True))
-    switch_rows = list(zip(sw_ts.tolist(), switches["prev_pid"].tolist(),
-                           switches["prev_state"].tolist(), switches["next_pid"].tolist(),
-                           switches["next_comm"].tolist(), strict=True))
-    event, switch = builder.event, builder.switch
-    builder.mark(np.iinfo(np.int64).min)
-    for first in range(0, len(order), _BATCH):  # a batch at a time keeps memory flat
-        batch = order[first:first + _BATCH]
-        for kind, ref in zip(kinds[batch].tolist(), refs[batch].tolist(), strict=True):
-            if kind == _EVENT:
-                event(*event_rows[ref])
-            elif kind == _SWITCH or kind == _INFERRED_SWITCH:
-                switch(*switch_rows[ref])
-            elif kind == _OVERLAY_ENTRY:
-                builder.push("overlay", ref, int(overlay_label[ref]), hard=bool(overlay_timer[ref]))
-                builder.mark(int(overlay_start[ref]))
-            else:
-                entry = builder.pop("overlay", ref)
-                if entry is not None and entry.functions is not None:
-                    builder.close_hard_irq(entry, timer_vector=True)
-                builder.mark(int(overlay_end[ref]))
-    context_labels = np.append(np.frombuffer(builder.context_labels, np.int32), np.int32(-1))
+    # The merged stream in the order items are handled at equal times: overlays
+    # end, tasks switch, overlays begin, then the events in the order the kernel
+    # recorded them, then the switches inferred (they follow the exit of the
+    # handler that woke the task); each group by row.
+    inferred = switches["inferred"]
+    groups = [(overlay_end, _native.ITEM_OVERLAY_EXIT, np.arange(len(overlay))),
+              (sw_ts[~inferred], _native.ITEM_SWITCH, np.flatnonzero(~inferred)),
+              (overlay_start, _native.ITEM_OVERLAY_ENTRY, np.arange(len(overlay))),
+              (ev_ts, _native.ITEM_EVENT, np.arange(len(ev_ts))),
+              (sw_ts[inferred], _native.ITEM_SWITCH, np.flatnonzero(inferred))]
+    order = np.argsort(np.concatenate([times for times, _, _ in groups]), kind="stable")
+    item_kind = np.repeat([kind for _, kind, _ in groups], [len(t) for t, _, _ in groups])[order]
+    item_ref = np.concatenate([refs for _, _, refs in groups])[order]
+    items = len(order)
+    segments = tuple(np.empty(items + 1, np.int64) for _ in range(5))
+    context_labels = np.empty(items, np.int64)
+    wakeups, sleeps = np.empty(items, np.int64), np.empty(items, np.int64)
+    tick = candidates.id("tick")
+    first_use = np.full(len(candidates.pairs), -1, np.int64)
+    first_pid = int(switches["prev_pid"][0]) if switches.rows else -1
+    count, contexts, woken, slept = _native.replay_timeline(
+        (_int64(item_kind), _int64(item_ref)),
+        (ev_ts, actions.action, actions.kind, actions.key, actions.value),
+        (sw_ts, switch_task, _int64(switches["next_pid"]), _owner_sleeps(switches, owner)),
+        (_int64(overlay_start), _int64(overlay_end), overlay_label, _int64(overlay_timer)),
+        actions.functions, tick, (first_task, first_pid),
+        (segments, context_labels, wakeups, sleeps, first_use))
+    # the labels the replay gave, numbered in the order it first gave them
+    ids = np.full(len(candidates.pairs), -1, np.int32)
+    given = np.flatnonzero(first_use >= 0)
+    for candidate in given[np.argsort(first_use[given])].tolist():
+        ids[candidate] = labels.id(*candidates.pairs[candidate])
+    context_labels = np.append(ids[context_labels[:contexts]], np.int32(-1))
+    starts, context, task, pid, since = (column[:count] for column in segments)
     times = np.concatenate([ev_ts, sw_ts])
     pids = np.concatenate([events["pid"], switches["prev_pid"]])
     by_time = np.argsort(times, kind="stable")
-    return Timeline(_array(builder.starts), context_labels[_array(builder.contexts)],
-                    _array(builder.task_ids), _array(builder.pids), _array(builder.sinces),
-                    times[by_time], pids[by_time], _array(builder.owner_wakeups),
-                    _array(builder.owner_sleeps))
+    return Timeline(starts, context_labels[context], task, pid, since, times[by_time],
+                    pids[by_time], wakeups[:woken], sleeps[:slept])
 
 
-def _array(values: array) -> np.ndarray:
-    return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
+def _int64(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, np.int64)
 
 
 @dataclass

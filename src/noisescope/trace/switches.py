@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tables import Table, repeated
+from .. import _native
+from ..tables import Table, dictionary_codes, repeated
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS, SWITCH_COLUMNS
 
 UNKNOWN_STATE = "?"  # prev_state of an inferred switch
@@ -25,89 +26,58 @@ HANDLER_ENTRIES = frozenset([f"{v}_entry" for v in _VECTORS] + ["irq_handler_ent
 HANDLER_EXITS = frozenset([f"{v}_exit" for v in _VECTORS] + ["irq_handler_exit", "softirq_exit"])
 
 
-class _Cpu:
-    """One CPU's replay: who runs, and since the last switch the tasks woken,
-    when the handler that woke each ended, and the first event in the
-    context of each task other than the current one."""
+def _what(name: str) -> int:
+    """What an event of this name is to the replay (replay.h)."""
+    if name in HANDLER_ENTRIES:
+        return _native.SWITCH_HANDLER_ENTRY
+    if name in HANDLER_EXITS:
+        return _native.SWITCH_HANDLER_EXIT
+    return _native.SWITCH_WAKEUP if name == "sched_wakeup" else _native.SWITCH_OTHER
 
-    def __init__(self) -> None:
-        self.pid, self.comm, self.depth = -1, "", 0
-        self.woken: dict[int, str] = {}
-        self.handler_ends: dict[int, int] = {}
-        self.seen: dict[int, int] = {}
-        self.inferred: list[tuple[int, int, str, int, str]] = []  # ts, prev pid/comm, next pid/comm
 
-    def switched(self, pid: int, comm: str) -> None:
-        self.pid, self.comm, self.depth = pid, comm, 0
-        self.woken.clear()
-        self.handler_ends.clear()
-        self.seen.clear()
+def _inferred(cpu: int, mine: Table, theirs: Table) -> Table:
+    """The switches one CPU's trace missed, by the replay of its switches
+    (`mine`) and events (`theirs`) in the native core: who runs, and since
+    the last switch the tasks woken, when the handler that woke each ended,
+    and the first event in the context of each task other than the current one."""
+    codes, names = dictionary_codes(theirs["event"])
+    what = np.array([_what(name) for name in names], np.int64).reshape(-1)[codes]
+    times = np.concatenate([theirs["timestamp_ns"], mine["timestamp_ns"]])
+    order = np.argsort(times, kind="stable")  # events first at equal times
+    out = tuple(np.empty(len(times), np.int64) for _ in range(5))
+    count = _native.replay_switches(
+        (_int64(theirs["timestamp_ns"]), what, _int64(theirs["pid"]), _int64(theirs["number"])),
+        (_int64(mine["timestamp_ns"]), _int64(mine["prev_pid"]), _int64(mine["next_pid"])),
+        order, out)
+    ts, prev_pid, prev_comm, next_pid, next_comm = (column[:count] for column in out)
+    # the replay names a command by where it read it (replay.h)
+    comms = np.concatenate([theirs["name"], mine["prev_comm"], mine["next_comm"]])
+    return Table({
+        "cpu": np.full(count, cpu, np.int32), "timestamp_ns": ts,
+        "prev_comm": comms[prev_comm], "prev_pid": prev_pid.astype(np.int32),
+        "prev_prio": np.full(count, -1, np.int32), "prev_state": repeated(UNKNOWN_STATE, count),
+        "next_comm": comms[next_comm], "next_pid": next_pid.astype(np.int32),
+        "next_prio": np.full(count, -1, np.int32)})
 
-    def missed(self, evidence_ts: int, pid: int, comm: str) -> None:
-        ts = self.handler_ends.get(pid, self.seen.get(pid, evidence_ts))
-        self.inferred.append((ts, self.pid, self.comm, pid, comm))
-        self.switched(pid, comm)
 
-    def event(self, ts: int, name: str, pid: int, number: int, text: str) -> None:
-        if pid == self.pid:  # still running: the woken tasks did not get the CPU yet
-            self.handler_ends.clear()
-        elif self.pid >= 0 and pid >= 0:
-            self.seen.setdefault(pid, ts)
-            if pid in self.woken:
-                self.missed(ts, pid, self.woken[pid])
-        if name in HANDLER_ENTRIES:
-            self.depth += 1
-        elif name in HANDLER_EXITS:
-            self.depth = max(0, self.depth - 1)
-        elif name == "sched_wakeup":
-            self.woken.setdefault(number, text)
-        if self.depth == 0:
-            for woken in self.woken:
-                self.handler_ends.setdefault(woken, ts)
-
-    def switch(self, ts: int, prev_pid: int, prev_comm: str, next_pid: int, next_comm: str) -> None:
-        if self.pid >= 0 and prev_pid >= 0 and prev_pid != self.pid:
-            self.missed(ts, prev_pid, prev_comm)
-        self.switched(next_pid, next_comm)
+def _int64(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, np.int64)
 
 
 def complete_switches(switches: Table, events: Table) -> Table:
     """`switches` (sorted by CPU, then time) with the missing ones added:
     column `inferred` tells them apart (prev_state '?', priorities -1). An
     inferred switch at the same time as an event comes after it."""
-    done = [switches]
-    for cpu in np.unique(switches["cpu"]).tolist():
-        mine, theirs = switches.where(cpu=cpu), events.where(cpu=cpu)
-        replay = _Cpu()
-        times = np.concatenate([theirs["timestamp_ns"], mine["timestamp_ns"]])
-        order = np.lexsort((np.arange(len(times)), times))  # events first at equal times
-        n_events = theirs.rows
-        ts, name, pid, number, text = (theirs[c].tolist() for c in ("timestamp_ns", "event",
-                                                                    "pid", "number", "name"))
-        sw_ts, prev_pid, prev_comm, next_pid, next_comm = (
-            mine[c].tolist() for c in ("timestamp_ns", "prev_pid", "prev_comm", "next_pid",
-                                       "next_comm"))
-        event, switch = replay.event, replay.switch
-        for i in order.tolist():
-            if i < n_events:
-                event(ts[i], name[i], pid[i], number[i], text[i])
-            else:
-                i -= n_events
-                switch(sw_ts[i], prev_pid[i], prev_comm[i], next_pid[i], next_comm[i])
-        if replay.inferred:
-            ts, prev_pid, prev_comm, next_pid, next_comm = zip(*replay.inferred, strict=True)
-            count = len(ts)
-            done.append(Table({
-                "cpu": np.full(count, cpu, np.int32), "timestamp_ns": np.array(ts, np.int64),
-                "prev_comm": np.array(prev_comm, object), "prev_pid": np.array(prev_pid, np.int32),
-                "prev_prio": np.full(count, -1, np.int32),
-                "prev_state": repeated(UNKNOWN_STATE, count),
-                "next_comm": np.array(next_comm, object), "next_pid": np.array(next_pid, np.int32),
-                "next_prio": np.full(count, -1, np.int32)}))
-    flagged = [Table({**{c: t[c] for c in SWITCH_COLUMNS},
-                      "inferred": np.full(t.rows, k > 0)}) for k, t in enumerate(done)]
-    merged = Table.concat(flagged)
-    if merged.rows == 0:
-        return Table({**{c: switches[c] for c in SWITCH_COLUMNS}, "inferred": np.zeros(0, bool)})
+    recorded = Table({c: switches[c] for c in SWITCH_COLUMNS})
+    cpus = np.unique(switches["cpu"]).tolist()
+    parts = [recorded]
+    for cpu in cpus:  # (a CPU's own table, as build_timeline gives, is not copied)
+        mine = recorded if len(cpus) == 1 else recorded.where(cpu=cpu)
+        theirs = events if np.all(events["cpu"] == cpu) else events.where(cpu=cpu)
+        inferred = _inferred(cpu, mine, theirs)
+        if inferred.rows:
+            parts.append(inferred)
+    merged = Table.concat(parts) if len(parts) > 1 else recorded
+    merged = Table({**merged, "inferred": np.arange(merged.rows) >= recorded.rows})
     order = np.lexsort((merged["inferred"], merged["timestamp_ns"], merged["cpu"]))
-    return merged.filter(order)
+    return merged if np.array_equal(order, np.arange(merged.rows)) else merged.filter(order)
