@@ -72,7 +72,7 @@ from ..tables import Table, dictionary_codes, inside_windows
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .osnoise import OSNOISE_CLASSES, osnoise_classes, preferred_osnoise_classes
 from .store import EventSource
-from .switches import UNKNOWN_STATE, complete_switches
+from .switches import UNKNOWN_STATE, complete_switches, int64_column
 
 CAUSES = ("tick", "timer", "irq", "ipi", "softirq", "nmi", "fault", "thread", "injected",
           "unexplained", "untraced")
@@ -285,7 +285,7 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     overlay, overlay_start, overlay_label, overlay_timer = _overlays(events, names, codes, labels,
                                                                      osnoise, candidates)
     first_task, switch_task = _task_ids(switches, tasks)
-    ev_ts, sw_ts = _int64(events["timestamp_ns"]), _int64(switches["timestamp_ns"])
+    ev_ts, sw_ts = int64_column(events["timestamp_ns"]), int64_column(switches["timestamp_ns"])
     overlay_end = ev_ts[overlay]
     # The merged stream in the order items are handled at equal times: overlays
     # end, tasks switch, overlays begin, then the events in the order the kernel
@@ -308,10 +308,11 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     first_use = np.full(len(candidates.pairs), -1, np.int64)
     first_pid = int(switches["prev_pid"][0]) if switches.rows else -1
     count, contexts, woken, slept = _native.replay_timeline(
-        (_int64(item_kind), _int64(item_ref)),
+        (int64_column(item_kind), int64_column(item_ref)),
         (ev_ts, actions.action, actions.kind, actions.key, actions.value),
-        (sw_ts, switch_task, _int64(switches["next_pid"]), _owner_sleeps(switches, owner)),
-        (_int64(overlay_start), _int64(overlay_end), overlay_label, _int64(overlay_timer)),
+        (sw_ts, switch_task, int64_column(switches["next_pid"]), _owner_sleeps(switches, owner)),
+        (int64_column(overlay_start), int64_column(overlay_end), overlay_label,
+         int64_column(overlay_timer)),
         actions.functions, tick, (first_task, first_pid),
         (segments, context_labels, wakeups, sleeps, first_use))
     # the labels the replay gave, numbered in the order it first gave them
@@ -326,10 +327,6 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     by_time = np.argsort(times, kind="stable")
     return Timeline(starts, context_labels[context], task, pid, since, times[by_time],
                     pids[by_time], wakeups[:woken], sleeps[:slept])
-
-
-def _int64(values: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(values, np.int64)
 
 
 @dataclass

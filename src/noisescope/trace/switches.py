@@ -45,10 +45,10 @@ def _inferred(cpu: int, mine: Table, theirs: Table) -> Table:
     times = np.concatenate([theirs["timestamp_ns"], mine["timestamp_ns"]])
     order = np.argsort(times, kind="stable")  # events first at equal times
     out = tuple(np.empty(len(times), np.int64) for _ in range(5))
+    ts, pid, woken = (int64_column(theirs[c]) for c in ("timestamp_ns", "pid", "number"))
     count = _native.replay_switches(
-        (_int64(theirs["timestamp_ns"]), what, _int64(theirs["pid"]), _int64(theirs["number"])),
-        (_int64(mine["timestamp_ns"]), _int64(mine["prev_pid"]), _int64(mine["next_pid"])),
-        order, out)
+        (ts, what, pid, woken),
+        tuple(int64_column(mine[c]) for c in ("timestamp_ns", "prev_pid", "next_pid")), order, out)
     ts, prev_pid, prev_comm, next_pid, next_comm = (column[:count] for column in out)
     # the replay names a command by where it read it (replay.h)
     comms = np.concatenate([theirs["name"], mine["prev_comm"], mine["next_comm"]])
@@ -60,7 +60,8 @@ def _inferred(cpu: int, mine: Table, theirs: Table) -> Table:
         "next_prio": np.full(count, -1, np.int32)})
 
 
-def _int64(values: np.ndarray) -> np.ndarray:
+def int64_column(values: np.ndarray) -> np.ndarray:
+    """A column as the native core borrows it: contiguous int64 (a copy only if needed)."""
     return np.ascontiguousarray(values, np.int64)
 
 
