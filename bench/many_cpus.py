@@ -17,9 +17,10 @@ random choice of DETOURS_PER_S from each copy, so that attribution finds the
 events it found there.
 
 Then, in a child process per N (its peak RSS is its own), the scan's own
-post-processing runs as `scan._measure` calls it: `scan.build_bundle` (the
-trace decoded once to count it: `decode`; the detours explained from the
-pages, decoded again: `attribution`), the spectra (`bundle_spectra`), the
+post-processing runs as `scan._measure` calls it for a scan with a bundle
+(the detours spooled to files, read back a batch at a time):
+`scan.build_bundle` (the trace decoded once to count it: `decode`; the
+detours explained from the pages, decoded again: `attribution`), the spectra (`bundle_spectra`), the
 bundle written with its tables out of memory (`write`: the pages decoded a
 last time into Parquet), and `noisescope report` in its own process as scan
 runs it (`report`). Printed: seconds and peak RSS of each stage, the HTML's
@@ -52,7 +53,7 @@ from noisescope.probes.detour import BUCKET_LOWER_TICKS, HOURGLASS_NS, _histogra
 from noisescope.probes.schedule import plan_windows
 from noisescope.probes.summary import detour_summary
 from noisescope.scan import ScanOptions, ScanPlan, build_bundle
-from noisescope.tables import Table
+from noisescope.tables import SpooledTable, Table
 from noisescope.trace.events import Symbols, parse_format, parse_header_page, walk_pages
 from noisescope.trace.scanning import ScanTracing, TraceOptions
 from noisescope.trace.session import Recording, TraceClock, TraceSession
@@ -62,6 +63,7 @@ EVENTS_PER_S = 20_000  # a busy node's kernel events per CPU
 DETOURS_PER_S = 1_500
 SECOND = 1_000_000_000
 THRESHOLD_NS = 1_000
+SPOOL_BATCH = 65_536  # detours read back at once (the native drain hands over batches)
 JITTER = 0.2  # of a copy's period (its events take 2/3 of it: copies never overlap)
 GOAL_S, GOAL_MB, REPORT_GOAL_MB = 60.0, 2_000, 10.0
 STAGES = ("decode", "attribution", "spectra", "write", "report")
@@ -112,16 +114,36 @@ class Capture:
                       "duration_ns": durations[keep]})
 
 
-def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.ndarray
-                 ) -> ProbeResult:
-    """What the detour probe returns for these CPUs (tables and summaries)."""
+def spooled_detours(cpu: int, detours: Table, directory: Path):
+    """(cpu, rows, batches) of one CPU's detours kept in files, read back
+    SPOOL_BATCH rows at a time: as a scan with a bundle spools its samples
+    (`probes/spool.py`), so that its post-processing takes its batch-wise path."""
+    directory.mkdir(exist_ok=True)
+    for name in detours.columns:
+        np.save(directory / f"{cpu}-{name}.npy", detours[name])
+
+    def batches():
+        columns = {name: np.load(directory / f"{cpu}-{name}.npy", mmap_mode="r")
+                   for name in detours.columns}
+        for first in range(0, detours.rows, SPOOL_BATCH):
+            yield Table({name: np.array(values[first:first + SPOOL_BATCH])
+                         for name, values in columns.items()})
+
+    return cpu, detours.rows, batches
+
+
+def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.ndarray,
+                 workdir: Path) -> ProbeResult:
+    """What the detour probe returns for these CPUs (tables and summaries), its
+    detours spooled to files in `workdir`."""
     clock = capture.clock
     begin = capture.start_ns
     window_starts = begin + np.arange(schedule.windows, dtype=np.int64) * schedule.period_ns
     window_ends = window_starts + schedule.runtime_ns
     window_ends[-1] = window_starts[-1] + schedule.last_runtime_ns
     end_ns = int(window_ends[-1])
-    tables: dict[str, list[Table]] = {"detours": [], "gap_histogram": [], "windows": []}
+    tables: dict[str, list[Table]] = {"gap_histogram": [], "windows": []}
+    spooled, empty = [], None
     summaries = []
     for cpu in cpus:
         detours = capture.detours(cpu, shifts, end_ns)
@@ -142,10 +164,13 @@ def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.n
                   "resolution_ticks": 26, "hourglass_gaps": detours.rows}
         summaries.append(detour_summary(stats, native, detours["duration_ns"], histogram,
                                         THRESHOLD_NS, HOURGLASS_NS, clock.ticks_per_ns))
-        for name, table in (("detours", detours), ("gap_histogram", histogram),
-                            ("windows", windows)):
+        for name, table in (("gap_histogram", histogram), ("windows", windows)):
             tables[name].append(table)
-    merged = {name: Table.concat(parts) for name, parts in tables.items()}
+        spooled.append(spooled_detours(cpu, detours, workdir / "samples"))
+        empty = detours.filter(np.zeros(detours.rows, bool))
+    merged: dict[str, Table | SpooledTable] = {
+        name: Table.concat(parts) for name, parts in tables.items()}
+    merged["detours"] = SpooledTable.of(workdir / "samples" / "detours.parquet", empty, spooled)
     merged["injections"] = Table({"cpu": np.zeros(0, np.int32), "mode": np.zeros(0, object),
                                   "start_ns": np.zeros(0, np.int64),
                                   "duration_ns": np.zeros(0, np.int64)})
@@ -192,7 +217,7 @@ def post_process(cpus: int, seconds: float, destination: Path) -> dict:
     began = time.perf_counter()
     shifts = capture.shifts_ticks(seconds)
     tracing = recorded_trace(capture, cpu_list, shifts, workdir)
-    result = probe_result(capture, cpu_list, schedule, shifts)
+    result = probe_result(capture, cpu_list, schedule, shifts, workdir)
     made_s = time.perf_counter() - began
     stages: dict[str, tuple[float, float]] = {}
     decode = tracing._decode  # timed on its own: the rest of build_bundle is attribution

@@ -183,6 +183,7 @@ COMMAND_LINES = [
     ["cleanup", "extra"], ["tune", "--measure"], ["tune", "--cpus", "1", "--restore"],
     ["tune", "--cpus", "1", "--measure", "--only", "irq:x"],
     ["tune", "--cpus", "1", "--measure", "--round-duration", "100ms"],
+    ["tune", "--cpus", "1", "--measure", "--apply"],
     ["cluster", "scan"], ["cluster", "bsp", "--collective", "gather"],
     ["nosuchcommand"],
 ]

@@ -30,6 +30,7 @@ from .guest import (
     debian_rt_kernel,
     missing_tools,
     rig_kernel,
+    steps_left,
 )
 from .plan import rig_kernel_steps, rt_kernel_steps
 
@@ -69,15 +70,16 @@ def available_kernel(kernel_of: Callable[[], Kernel]) -> Kernel:
 
 def boot_or_fail(kernel_of: Callable[[], Kernel], steps_of: Callable[[Path], list[Step]],
                  out: Path) -> GuestRun:
-    """The guest's run; a guest that hangs is booted once more (in out/again),
-    with a warning that keeps the first hang's console tail. Under TCG with a
-    thread per vCPU on a 2-CPU host the guest freezes now and then (RCU stall
-    reports with a CPU spinning in the kernel, mostly while tracing is switched
-    on; about one boot in three here, more under load); one thread for all
-    vCPUs did not freeze but was 2x slower and timed out MPI's busy-polling
-    ranks. A second hang skips the guest's tests with both console tails (the
-    emulator's doing: the same commands pass on the next boot); a panic or a
-    rig error fails."""
+    """The guest's run; a guest that hangs is booted once more (in out/again)
+    for the steps that did not end (`steps_left`), with a warning that keeps
+    the first hang's console tail; the run returned holds both boots' steps.
+    Under TCG with a thread per vCPU on a 2-CPU host the guest freezes now and
+    then (RCU stall reports with a CPU spinning in the kernel, mostly while
+    tracing is switched on; about one boot in three here, more under load); one
+    thread for all vCPUs did not freeze but was 2x slower and timed out MPI's
+    busy-polling ranks. A second hang skips the guest's tests with both console
+    tails (the emulator's doing: the same commands pass on the next boot); a
+    panic or a rig error fails."""
     kernel = available_kernel(kernel_of)
     try:
         return boot(kernel, steps_of(out), out)
@@ -85,13 +87,16 @@ def boot_or_fail(kernel_of: Callable[[], Kernel], steps_of: Callable[[Path], lis
         warnings.warn(f"rig: booting again after a hang: {hang}", stacklevel=1)
         again = out / "again"
         again.mkdir()  # steps_of may write into its folder (the rig compiles its workload there)
+        ended = set(hang.run.steps) if hang.run is not None else set()
         try:
-            return boot(kernel, steps_of(again), again)
+            run = boot(kernel, steps_left(steps_of(again), ended), again)
         except GuestHung as second:
             pytest.skip(f"rig: the emulated guest froze twice: {second}\n"
                         f"(the first time: {hang})")
         except RigError as error:
             pytest.fail(f"rig: {error}\n(it had hung once before: {hang})", pytrace=False)
+        run.earlier = hang.run
+        return run
     except RigError as error:
         pytest.fail(f"rig: {error}", pytrace=False)
 

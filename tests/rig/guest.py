@@ -64,7 +64,11 @@ class RigError(Exception):
 class GuestHung(RigError):
     """The guest stopped making progress (it printed nothing it should have
     in time); unlike a panic or a failed command, the emulator's doing as
-    often as the kernel's."""
+    often as the kernel's. `run` holds the steps that ended before."""
+
+    def __init__(self, message: str, run: GuestRun | None = None):
+        super().__init__(message)
+        self.run = run
 
 
 @dataclass(frozen=True)
@@ -113,16 +117,34 @@ class GuestRun:
     out: Path  # the host side of /run/out
     steps: dict[str, StepResult] = field(default_factory=dict)
     console: str = ""
+    # the boot that hung before this one, whose ended steps this one did not run again
+    earlier: GuestRun | None = None
 
     def step(self, name: str) -> StepResult:
         if name not in self.steps:
+            if self.earlier is not None and name in self.earlier.steps:
+                return self.earlier.step(name)
             raise RigError(f"the guest did not get to step {name!r}; console tail:\n"
                            f"{_tail(self.console, CONSOLE_TAIL_LINES)}")
         return self.steps[name]
 
     def path(self, relative: str) -> Path:
-        """A file or directory the guest wrote under /run/out."""
-        return self.out / relative
+        """A file or directory the guest wrote under /run/out (in the earlier
+        boot's folder when this boot did not write it)."""
+        here = self.out / relative
+        if self.earlier is not None and not here.exists():
+            return self.earlier.path(relative)
+        return here
+
+
+def steps_left(steps: list[Step], ended: set[str]) -> list[Step]:
+    """What a boot after a hang runs: the steps from the first that did not
+    end, after the background steps started before it and not yet stopped
+    (a spinner a later step measures beside)."""
+    first = next((i for i, s in enumerate(steps) if s.name not in ended), len(steps))
+    stopped = {s.stop for s in steps[:first] if s.stop}
+    running = [s for s in steps[:first] if s.background and s.name not in stopped]
+    return running + steps[first:]
 
     def succeeded(self, name: str, returncodes: tuple[int, ...] = (0,)) -> StepResult:
         """The step's result; an AssertionError with its output unless it ended
@@ -353,8 +375,8 @@ def boot(kernel: Kernel, steps: list[Step], out: Path, *, isolation: str = ISOLA
     if stuck:
         run = _collect(kernel, out, console)
         raise GuestHung(f"the {kernel.name} guest {stuck} (steps done: "
-                       f"{', '.join(run.steps) or 'none'}); console tail:\n"
-                       f"{_tail(run.console, CONSOLE_TAIL_LINES)}")
+                        f"{', '.join(run.steps) or 'none'}); console tail:\n"
+                        f"{_tail(run.console, CONSOLE_TAIL_LINES)}", run)
     run = _collect(kernel, out, console)
     if "rig: job ended" not in run.console:
         raise RigError(f"the {kernel.name} guest stopped before its job ended; console tail:\n"

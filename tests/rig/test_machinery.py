@@ -9,7 +9,7 @@ import pytest
 
 from . import conftest
 from .conftest import available_kernel, boot_or_fail
-from .guest import GuestHung, RigError, Step, boot, rig_kernel
+from .guest import GuestHung, GuestRun, RigError, Step, StepResult, boot, rig_kernel
 
 
 def test_a_hanging_command_is_killed_and_the_next_one_still_runs(tmp_path):
@@ -41,27 +41,40 @@ def test_a_guest_whose_job_goes_silent_is_a_hang_well_before_the_step_limit(tmp_
     assert "went silent in step freezes: no line from its job for 45 s" in str(raised.value)
 
 
-def test_a_guest_that_hung_boots_again_with_its_steps_prepared_in_a_fresh_folder(
-        tmp_path, monkeypatch):
-    """No emulator here: the first boot hangs, the second runs. The steps of
-    each boot are prepared in that boot's own folder, which exists by then (the
-    rig guest compiles its workload there)."""
+def test_a_guest_that_hung_boots_again_for_the_steps_that_did_not_end(tmp_path, monkeypatch):
+    """No emulator here: the first boot hangs in step b, the second runs. The
+    steps of each boot are prepared in that boot's own folder, which exists by
+    then (the rig guest compiles its workload there); the second boot starts
+    the spinner b ran beside again, then b and what follows; the run returned
+    has every step's result and finds each output in the folder of the boot
+    that wrote it."""
     boots = []
 
     def fake_boot(kernel, steps, out):
-        boots.append((out, steps))
+        boots.append((out, [s.name for s in steps]))
+        ended = {"spin": "", "a": "first"} if len(boots) == 1 else {s.name: "second" for s in steps}
+        for name, text in ended.items():
+            (out / name).write_text(text)
+        run = GuestRun(kernel, out, {name: StepResult(name, 0, text, "", 1.0)
+                                     for name, text in ended.items()})
         if len(boots) == 1:
-            raise GuestHung("froze at its first step")
-        return "the second run"
+            raise GuestHung("froze in step b", run)
+        return run
 
     def steps_of(folder):
         (folder / "prepared").write_text("yes")
-        return [Step(folder.name, ("true",))]
+        return [Step("spin", ("sh",), background=True), Step("a", ("true",)),
+                Step("b", ("true",)), Step("stop-spin", stop="spin"), Step("c", ("true",))]
 
     monkeypatch.setattr(conftest, "available_kernel", lambda kernel_of: "kernel")
     monkeypatch.setattr(conftest, "boot", fake_boot)
-    with pytest.warns(UserWarning, match="booting again after a hang: froze at its first step"):
-        assert boot_or_fail(rig_kernel, steps_of, tmp_path) == "the second run"
-    assert [out for out, _ in boots] == [tmp_path, tmp_path / "again"]
+    with pytest.warns(UserWarning, match="booting again after a hang: froze in step b"):
+        run = boot_or_fail(rig_kernel, steps_of, tmp_path)
+    assert boots == [(tmp_path, ["spin", "a", "b", "stop-spin", "c"]),
+                     (tmp_path / "again", ["spin", "b", "stop-spin", "c"])]
     assert (tmp_path / "again" / "prepared").read_text() == "yes"
-    assert boots[1][1] == [Step("again", ("true",))]
+    assert {name: run.step(name).stdout for name in ("a", "b", "c")} == {
+        "a": "first", "b": "second", "c": "second"}
+    assert run.path("a") == tmp_path / "a" and run.path("b") == tmp_path / "again" / "b"
+    with pytest.raises(RigError):
+        run.step("never")

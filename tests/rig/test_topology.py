@@ -53,7 +53,8 @@ def test_a_nohz_full_cpu_running_only_its_sampler_sees_far_fewer_ticks(rig_guest
     The housekeeping CPU ticks at HZ=250 while busy (under TCG fewer: ticks
     missed while the host did not run the vCPU are coalesced); the
     nohz_full CPU stops its tick while one task runs, but for a residual 1 Hz
-    tick and the moments around the sampler's start and end (12-14 seen).
+    tick and the moments around the sampler's start and end (12-14 seen in
+    10 s).
     Under a heavily loaded host the guest's RCU grace periods drag on and RCU
     restarts the tick on nohz_full CPUs to get their quiescent states (76
     against 108 was seen at a host load of 10): the rig wants a quiet host.

@@ -420,6 +420,18 @@ def test_apply_keeps_what_helped_writes_its_snippets_and_hands_its_journal_over(
     assert [(t["trial"], t["kept"]) for t in summaries["trials"]] == [
         (IRQ.source, True), (HURTING.source, False)]
     assert len(summaries["rounds"]) == 8 and result.bundle.complete
+    # show lists the snippets to install (the fake scans' summaries lack what the
+    # detour table prints: only the tune bundle's own tables are drawn)
+    from rich.console import Console
+
+    from noisescope.render.terminal import SUMMARY_TABLES
+
+    console = Console(record=True, width=200)
+    for kind in ("plan", "trials", "persistent"):
+        for render in SUMMARY_TABLES[kind]:
+            console.print(render(summaries[kind]))
+    shown = console.export_text()
+    assert "persistent/irq-affinity.sh" in shown and "persistent/kernel-cmdline.txt" in shown
     assert restore_kept(machine.journals) == ([f"{machine.irq_knob} = 0-1"], [])
     assert read_knob(machine.irq_knob) == "0-1" and not machine.journal_exists()
     # the report's before/after figures: a panel per trial; the IRQ's bar goes from

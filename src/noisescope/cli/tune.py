@@ -32,13 +32,13 @@ EXAMPLES
 @click.command(epilog=EXAMPLES)
 @click.option("--cpus", help="the CPUs to tune, e.g. 2-7 (at least one online CPU must stay "
               "out of them for housekeeping)")
-@click.option("--measure", "mode", flag_value=MEASURE, help="try each runtime change of the "
+@click.option("--measure", is_flag=True, help="try each runtime change of the "
               "plan in interleaved rounds (baseline, changed, ...), then the helpful ones "
               "together; everything is put back")
-@click.option("--apply", "mode", flag_value=APPLY, help="measure, then make the helpful "
+@click.option("--apply", "apply_", is_flag=True, help="measure, then make the helpful "
               "changes again and keep them (until tune --restore); the bundle's persistent/ "
               "holds what makes them last across boots")
-@click.option("--restore", "mode", flag_value="restore", help="put back what --apply kept")
+@click.option("--restore", is_flag=True, help="put back what --apply kept")
 @click.option("--duration", default="10s", show_default=True, help="length of the baseline")
 @click.option("--rounds", default=str(DEFAULT_PAIRS), show_default=True,
               help="pairs of rounds (baseline, changed) per change tried")
@@ -50,7 +50,8 @@ EXAMPLES
               "(must not exist; --measure and --apply: default a new directory named for the "
               "host and time)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
-def tune_command(cpus, mode, duration, rounds, round_duration, only, label, output, quiet):
+def tune_command(cpus, measure, apply_, restore, duration, rounds, round_duration, only, label,
+                 output, quiet):
     """Measure a traced baseline of the target CPUs and print the plan of
     candidate actions, each with its evidence and its share of the CPU's lost
     time: device IRQ affinity, process and kernel-thread affinity, the unbound
@@ -65,11 +66,17 @@ def tune_command(cpus, mode, duration, rounds, round_duration, only, label, outp
     made and put back after its round, on Ctrl-C and SIGTERM, and by
     noisescope cleanup after a SIGKILL. Boot parameters are never applied.
     Needs root (the baseline is traced)."""
-    if mode == "restore":
+    chosen = [name for name, given in (("--measure", measure), ("--apply", apply_),
+                                       ("--restore", restore)) if given]
+    if len(chosen) > 1:  # --apply measures already; --restore undoes what it keeps
+        raise UsageError(f"{' and '.join(chosen)} cannot be given together",
+                         "choose one of --measure (try, put back), --apply (try, keep what "
+                         "helps) or --restore")
+    if restore:
         return _restore(cpus)
     if cpus is None:
         raise UsageError("no target CPUs", f"name them with {option('cpus', '1')}")
-    mode = mode or PLAN
+    mode = MEASURE if measure else APPLY if apply_ else PLAN
     options = TuneOptions(cpus=parse_cpu_list(cpus),
                           duration_ns=parse_positive_duration(duration, what="--duration"),
                           label=label, mode=mode, rounds=parse_count(rounds, what="--rounds"),

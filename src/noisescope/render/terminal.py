@@ -12,7 +12,7 @@ from ..bundle import Bundle
 from ..units import format_cpu_list, format_duration, format_rate
 from .bench import bench_lines, occupancy_table, workloads_table
 from .trace import causes_table, scan_worst_table, scan_worst_wakeups_table, trace_lines, wakeup_causes_table
-from .tune import plan_table, trials_table
+from .tune import persistent_table, plan_table, trials_table
 
 
 def _pct(value: float | None) -> str:
@@ -248,6 +248,7 @@ SUMMARY_TABLES: dict[str, list[Callable[[list[dict]], RichTable | None]]] = {
     "spectrum": [spectrum_table],
     "plan": [plan_table],
     "trials": [trials_table],
+    "persistent": [persistent_table],
 }
 
 

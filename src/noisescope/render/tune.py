@@ -107,3 +107,16 @@ def trials_table(trials: list[dict]) -> RichTable | None:
                           _tested(metrics.get("noise_pct")), _tested(metrics.get("targeted_pct")),
                           f"{said} ({', '.join(worse)} worse)" if worse else said, state)
     return table
+
+
+def persistent_table(files: list[dict]) -> RichTable | None:
+    """The snippets in the bundle's persistent/ directory (tune --apply): what
+    makes the kept changes last across boots, to install by hand."""
+    if not files:
+        return None
+    t = RichTable(title="persistent/ (install these to keep the changes across boots)",
+                  title_justify="left", box=None, show_header=False)
+    t.add_column("file")
+    for row in files:
+        t.add_row(row["file"])
+    return t
