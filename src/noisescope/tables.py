@@ -313,6 +313,16 @@ class ParkedTable:
                    np.load(distinct, allow_pickle=True) if distinct.exists() else None)
 
 
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed-width column (numbers, byte strings) as int64 codes, and where
+    each distinct value first appears (codes number them in that order):
+    `values[first][codes]` is `values`. A hash of the bytes in the native core:
+    np.unique sorts, ~300 ns a value for 16-byte commands."""
+    codes = np.empty(len(values), np.int64)
+    first = _native.factorize(np.ascontiguousarray(values), codes)
+    return codes, np.array(first, np.int64)
+
+
 def dictionary_codes(values: np.ndarray) -> tuple[np.ndarray, list]:
     """An object column as int32 codes and its distinct values (in order of
     first appearance; equal as dict keys are)."""

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from noisescope import _native
-from noisescope.tables import Table, dictionary_codes
+from noisescope.tables import Table, dictionary_codes, factorize
 from noisescope.trace.switches import complete_switches
 
 from ..synthetic_replay import CASES, GOLDEN, attribution, columns, tables_from_columns, timelines
@@ -85,6 +85,26 @@ def test_dictionary_codes_are_those_of_a_dict_in_order_of_first_appearance():
     codes, distinct = dictionary_codes(values)
     assert codes.tolist() == expected and distinct == list(ids)
     assert len(distinct) == 5  # "tick", "irq", None, 7 (== 7.0), "kworker/0:1"
+
+
+@pytest.mark.parametrize("dtype", ["S16", np.int64, np.int32])
+def test_factorize_numbers_fixed_width_values_by_first_appearance(dtype):
+    """Codes as a dict of the values gives them, in runs and scattered, with
+    enough distinct values to grow the native hash table many times; the
+    first appearances index the distinct values."""
+    rng = np.random.default_rng(4)
+    pool = np.array([str(k).encode() if dtype == "S16" else k
+                     for k in rng.integers(0, 1 << 30, 3000)], dtype=dtype)
+    values = np.repeat(pool[rng.integers(0, len(pool), 4000)], rng.integers(1, 4, 4000))
+    ids: dict = {}
+    expected = [ids.setdefault(v, len(ids)) for v in values.tolist()]
+    codes, first = factorize(values)
+    assert codes.tolist() == expected
+    assert values[first].tolist() == list(ids) and len(first) == len(set(values.tolist()))
+    empty_codes, empty_first = factorize(values[:0])
+    assert len(empty_codes) == 0 and len(empty_first) == 0
+    with pytest.raises(TypeError):
+        factorize(np.array(["tick"], dtype=object))
 
 
 def test_the_native_replay_refuses_rows_out_of_range():

@@ -914,6 +914,107 @@ fail:
     return NULL;
 }
 
+/* factorize(values, codes) -> first: each fixed-width value's code (its
+ * distinct value's place in order of first appearance) into codes (int64),
+ * and the index of each distinct value's first appearance. Equal means equal
+ * bytes. A hash table of first indices, grown at half full; a value equal to
+ * the one before skips it (a trace repeats its names in runs). */
+static uint64_t value_hash(const unsigned char *value, size_t width)
+{
+    uint64_t hash = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < width; i++)
+        hash = (hash ^ value[i]) * 1099511628211ULL;
+    return hash ^ (hash >> 29);
+}
+
+static PyObject *native_factorize(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *values_obj, *codes_obj;
+    if (!PyArg_ParseTuple(args, "OO", &values_obj, &codes_obj))
+        return NULL;
+    Py_buffer values;
+    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return NULL;
+    Py_buffer views[1];
+    struct borrowed b = {views, 0, 1};
+    PyObject *result = NULL;
+    int64_t *codes, *first = NULL, *slots = NULL;
+    size_t width = (size_t)values.itemsize;
+    if (values.format != NULL && strcmp(values.format, "O") == 0) {
+        PyErr_SetString(PyExc_TypeError, "factorize: values must be fixed-width, not objects");
+        goto done;
+    }
+    size_t count = width ? (size_t)values.len / width : 0;
+    if (borrow_int64(codes_obj, "codes", 0, count, &b, &codes) < 0)
+        goto done;
+    size_t capacity = 64, distinct = 0;
+    first = PyMem_Malloc(capacity / 2 * sizeof *first);
+    slots = PyMem_Malloc(capacity * sizeof *slots);
+    if (first == NULL || slots == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(slots, 0xff, capacity * sizeof *slots); /* -1: empty */
+    const unsigned char *data = values.buf;
+    for (size_t i = 0; i < count; i++) {
+        const unsigned char *value = data + i * width;
+        if (i > 0 && memcmp(value, value - width, width) == 0) {
+            codes[i] = codes[i - 1];
+            continue;
+        }
+        size_t slot = value_hash(value, width) & (capacity - 1);
+        while (slots[slot] >= 0 &&
+               memcmp(data + (size_t)first[slots[slot]] * width, value, width) != 0)
+            slot = (slot + 1) & (capacity - 1);
+        if (slots[slot] < 0) {
+            if (2 * (distinct + 1) > capacity) { /* grow, then place every value again */
+                size_t grown = capacity * 2;
+                int64_t *more_first = PyMem_Realloc(first, grown / 2 * sizeof *first);
+                int64_t *more_slots = PyMem_Malloc(grown * sizeof *more_slots);
+                if (more_first == NULL || more_slots == NULL) {
+                    if (more_first != NULL)
+                        first = more_first;
+                    PyMem_Free(more_slots);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                first = more_first;
+                PyMem_Free(slots);
+                slots = more_slots;
+                capacity = grown;
+                memset(slots, 0xff, capacity * sizeof *slots);
+                for (size_t k = 0; k < distinct; k++) {
+                    size_t at = value_hash(data + (size_t)first[k] * width, width) & (capacity - 1);
+                    while (slots[at] >= 0)
+                        at = (at + 1) & (capacity - 1);
+                    slots[at] = (int64_t)k;
+                }
+                slot = value_hash(value, width) & (capacity - 1);
+                while (slots[slot] >= 0)
+                    slot = (slot + 1) & (capacity - 1);
+            }
+            first[distinct] = (int64_t)i;
+            slots[slot] = (int64_t)distinct++;
+        }
+        codes[i] = slots[slot];
+    }
+    result = PyList_New((Py_ssize_t)distinct);
+    for (size_t k = 0; result != NULL && k < distinct; k++) {
+        PyObject *index = PyLong_FromLongLong(first[k]);
+        if (index == NULL)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, (Py_ssize_t)k, index);
+    }
+done:
+    PyMem_Free(first);
+    PyMem_Free(slots);
+    borrowed_release_views(&b);
+    PyBuffer_Release(&values);
+    return result;
+}
+
 /* Borrows the int64 arrays of a tuple, each of at least `least` items (0:
  * any; the first one's length is then *count), for reading unless writable. */
 static int borrow_tuple(PyObject *tuple, const char *what, const char *const *names,
@@ -1130,6 +1231,10 @@ static PyMethodDef methods[] = {
     {"dictionary_codes", native_dictionary_codes, METH_VARARGS,
      "dictionary_codes(values, codes) -> distinct: each value's code (its distinct value's "
      "place in order of first appearance) into codes (int64), for an object array."},
+    {"factorize", native_factorize, METH_VARARGS,
+     "factorize(values, codes) -> first: each fixed-width value's code (its distinct value's "
+     "place in order of first appearance) into codes (int64), and where each distinct value "
+     "first appears."},
     {"replay_switches", native_replay_switches, METH_VARARGS,
      "replay_switches(events, switches, order, out) -> count: the switches one CPU's trace "
      "missed (trace/switches.py, replay.h)."},

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _native
-from ..tables import Table
+from ..tables import Table, factorize
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
                  "HRTIMER", "RCU")
@@ -392,8 +392,8 @@ def _by_value(values: np.ndarray, text: Callable[[object], str], intern: _Intern
     converted once (a trace repeats a few names millions of times)."""
     if len(values) == 0:
         return np.zeros(0, dtype=object)
-    distinct, inverse = np.unique(values, return_inverse=True)
-    return np.array([intern(text(v)) for v in distinct.tolist()], dtype=object)[inverse]
+    codes, first = factorize(values)
+    return np.array([intern(text(v)) for v in values[first].tolist()], dtype=object)[codes]
 
 
 def _strings(values: np.ndarray, intern: _Interner) -> np.ndarray:
