@@ -53,6 +53,7 @@ class Bundle:
         self.manifest = manifest
         self.path = path
         self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
+        self._column_reads: dict[tuple[str, tuple[str, ...]], Table] = {}  # table(name, columns)
         # other files written with it: relative path -> text (tune's persistent/ snippets)
         self.files: dict[str, str] = {}
         # rows read from tables on first use
@@ -127,17 +128,28 @@ class Bundle:
     def table_names(self) -> list[str]:
         return sorted(set(self._tables) | set(self.manifest.get("tables", {})))
 
-    def table(self, name: str) -> Table:
+    def table(self, name: str, columns: tuple[str, ...] | None = None) -> Table:
+        """The table; with `columns`, only those, read alone from a stored
+        bundle's file when the table is not in memory yet (a report draws three
+        of a detour table's six columns; its strings take most of its memory)."""
+        if columns is not None and name not in self._tables:
+            key = (name, tuple(columns))
+            if key not in self._column_reads:
+                self._column_reads[key] = _read_table(self._stored_path(name), columns)
+            return self._column_reads[key]
         if name not in self._tables:
-            entry = self.manifest.get("tables", {}).get(name)
-            if entry is None or self.path is None:
-                raise KeyError(f"bundle has no table {name!r} (it has: "
-                               f"{', '.join(self.table_names) or 'none'})")
-            self._tables[name] = _read_table(table_path(self.path, name, entry))
+            self._tables[name] = _read_table(self._stored_path(name))
         table = self._tables[name]
         if isinstance(table, (StoredTable, ParkedTable)):
             self._tables[name] = table = table.load()
-        return table
+        return table if columns is None else Table({c: table[c] for c in columns})
+
+    def _stored_path(self, name: str) -> Path:
+        entry = self.manifest.get("tables", {}).get(name)
+        if entry is None or self.path is None:
+            raise KeyError(f"bundle has no table {name!r} (it has: "
+                           f"{', '.join(self.table_names) or 'none'})")
+        return table_path(self.path, name, entry)
 
     def batched_table(self, name: str) -> Table | SpooledTable:
         """The table, or (a scan's samples before the bundle is written) the spool it
@@ -415,12 +427,13 @@ def _write_table(table: Table | ParkedTable, path: Path) -> None:
     pq.write_table(arrow, path, compression="zstd", use_dictionary=dictionary_columns(arrow.schema))
 
 
-def _read_table(path: Path) -> Table:
+def _read_table(path: Path, columns: tuple[str, ...] | None = None) -> Table:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        return Table.from_arrow(pq.read_table(path))
+        return Table.from_arrow(pq.read_table(path, columns=None if columns is None
+                                              else list(columns)))
     except (OSError, pa.ArrowException) as error:
         raise UsageError(f"table {path} is unreadable ({error})", DAMAGED) from None
 

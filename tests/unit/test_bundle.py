@@ -43,6 +43,25 @@ def test_round_trip(tmp_path):
     validate(loaded.manifest)
 
 
+def test_some_columns_of_a_stored_table_are_read_alone(tmp_path):
+    """table(name, columns) reads only those columns from the file (the rest,
+    strings, stay out of memory), and once the whole table is in memory takes
+    them from it."""
+    detours = Table({"cpu": np.array([0, 1], np.int32), "start_ns": np.array([5, 9]),
+                     "duration_ns": np.array([1000, 2000]),
+                     "cause": np.array(["tick", "irq"], dtype=object)})
+    written = Bundle(minimal_manifest(), {"detours": detours}).write(tmp_path / "b")
+    loaded = noisescope.load(written)
+    some = loaded.table("detours", ("cpu", "start_ns"))
+    assert some.columns == ["cpu", "start_ns"] and some.start_ns.tolist() == [5, 9]
+    assert loaded.table("detours", ("cpu", "start_ns")) is some  # read once
+    assert "detours" not in loaded._tables  # the whole table was not read
+    assert loaded.table("detours").cause.tolist() == ["tick", "irq"]
+    assert loaded.table("detours", ("cause",)).columns == ["cause"]
+    with pytest.raises(KeyError):
+        loaded.table("events", ("cpu",))
+
+
 def test_write_refuses_a_non_empty_destination(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "keep.txt").write_text("mine")

@@ -31,6 +31,8 @@ from ..units import format_count, format_duration  # noqa: E402
 COLUMNS = 1500  # envelope columns per panel: about one per pixel
 SCATTER_LIMIT = 20_000  # up to this many detours per panel are drawn one by one
 MAX_PANELS = 8
+# what the figures read of a detour table (not its causes: strings, most of its memory)
+DETOUR_COLUMNS = ("cpu", "start_ns", "duration_ns")
 WIDTH_IN = 10.0
 DPI = 100
 STYLE = {
@@ -243,7 +245,7 @@ def detour_timeline(bundles: list[Bundle]) -> list[Figure]:
     names = bundle_names(bundles)
     figure, axes = new_figure(len(pairs), sharex=True)
     for ax, (bundle, s), color in zip(axes[:, 0], pairs, _cycle(), strict=False):
-        rows = bundle.table("detours").where(cpu=s["cpu"])
+        rows = bundle.table("detours", DETOUR_COLUMNS).where(cpu=s["cpu"])
         t = _seconds(rows["start_ns"], _probe_origin(bundle, "detour"))
         length = rows["duration_ns"].astype(np.float64)
         if rows.rows <= SCATTER_LIMIT:
@@ -318,7 +320,8 @@ def detour_heatmap(bundles: list[Bundle]) -> list[Figure]:
     for bundle in bundles:
         cpus = sorted({s["cpu"] for s in bundle.summaries.get("detour", [])})
         if len(cpus) > MAX_PANELS and bundle.has_table("detours") and bundle.has_table("windows"):
-            grid = lost_time_grid(bundle.table("detours"), bundle.table("windows"), cpus)
+            grid = lost_time_grid(bundle.table("detours", DETOUR_COLUMNS), bundle.table("windows"),
+                                  cpus)
             if grid is not None:
                 grids.append((bundle, grid))
     if not grids:
@@ -396,7 +399,7 @@ def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
     drawn = 0
     pairs, dropped = panels(bundles, "detour", "detours")
     for (bundle, s), color in zip(pairs, _cycle(), strict=False):
-        lengths = bundle.table("detours").where(cpu=s["cpu"])["duration_ns"]
+        lengths = bundle.table("detours", DETOUR_COLUMNS).where(cpu=s["cpu"])["duration_ns"]
         if len(lengths) == 0:
             continue
         counts, edges = np.histogram(lengths, _log_bins(lengths.min(), lengths.max() * 1.001))
@@ -572,7 +575,7 @@ def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
         if not summaries or not bundle.has_table("detours"):
             continue
         seconds = sum(s["measured_ns"] for s in summaries) / SECOND
-        lengths = np.sort(bundle.table("detours")["duration_ns"])[::-1]
+        lengths = np.sort(bundle.table("detours", DETOUR_COLUMNS)["duration_ns"])[::-1]
         if len(lengths) == 0 or seconds <= 0:
             continue
         rate = np.arange(1, len(lengths) + 1) / seconds
