@@ -136,16 +136,6 @@ class GuestRun:
             return self.earlier.path(relative)
         return here
 
-
-def steps_left(steps: list[Step], ended: set[str]) -> list[Step]:
-    """What a boot after a hang runs: the steps from the first that did not
-    end, after the background steps started before it and not yet stopped
-    (a spinner a later step measures beside)."""
-    first = next((i for i, s in enumerate(steps) if s.name not in ended), len(steps))
-    stopped = {s.stop for s in steps[:first] if s.stop}
-    running = [s for s in steps[:first] if s.background and s.name not in stopped]
-    return running + steps[first:]
-
     def succeeded(self, name: str, returncodes: tuple[int, ...] = (0,)) -> StepResult:
         """The step's result; an AssertionError with its output unless it ended
         with one of `returncodes`."""
@@ -157,6 +147,16 @@ def steps_left(steps: list[Step], ended: set[str]) -> list[Step]:
         """The bundle a step wrote (at `relative`, default: the step's name)."""
         self.succeeded(step)
         return noisescope.load(self.path(relative or step))
+
+
+def steps_left(steps: list[Step], ended: set[str]) -> list[Step]:
+    """What a boot after a hang runs: the steps from the first that did not
+    end, after the background steps started before it and not yet stopped
+    (a spinner a later step measures beside)."""
+    first = next((i for i, s in enumerate(steps) if s.name not in ended), len(steps))
+    stopped = {s.stop for s in steps[:first] if s.stop}
+    running = [s for s in steps[:first] if s.background and s.name not in stopped]
+    return running + steps[first:]
 
 
 def _tail(text: str, lines: int = 15) -> str:

@@ -77,5 +77,6 @@ def test_a_guest_that_hung_boots_again_for_the_steps_that_did_not_end(tmp_path, 
     assert {name: run.step(name).stdout for name in ("a", "b", "c")} == {
         "a": "first", "b": "second", "c": "second"}
     assert run.path("a") == tmp_path / "a" and run.path("b") == tmp_path / "again" / "b"
+    assert run.succeeded("a").stdout == "first"
     with pytest.raises(RigError):
         run.step("never")
