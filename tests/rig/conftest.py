@@ -36,6 +36,7 @@ from .plan import rig_kernel_steps, rt_kernel_steps
 
 GUEST_OUT = Path("/run/out")  # the output share, as the guest sees it
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "noisescope" / "rig"
+BOOTS = 3  # a guest that hangs this many times has its tests skipped
 
 
 def pytest_collection_modifyitems(items):
@@ -70,35 +71,41 @@ def available_kernel(kernel_of: Callable[[], Kernel]) -> Kernel:
 
 def boot_or_fail(kernel_of: Callable[[], Kernel], steps_of: Callable[[Path], list[Step]],
                  out: Path) -> GuestRun:
-    """The guest's run; a guest that hangs is booted once more (in out/again)
-    for the steps that did not end (`steps_left`), with a warning that keeps
-    the first hang's console tail; the run returned holds both boots' steps.
-    Under TCG with a thread per vCPU on a 2-CPU host the guest freezes now and
-    then (RCU stall reports with a CPU spinning in the kernel, mostly while
-    tracing is switched on; about one boot in three here, more under load); one
-    thread for all vCPUs did not freeze but was 2x slower and timed out MPI's
-    busy-polling ranks. A second hang skips the guest's tests with both console
-    tails (the emulator's doing: the same commands pass on the next boot); a
-    panic or a rig error fails."""
+    """The guest's run; a guest that hangs is booted again (in again/ of the
+    last boot's folder) for the steps that did not end (`steps_left`), with a
+    warning that keeps the hang's console tail, up to BOOTS boots; the run
+    returned holds every boot's steps. Under TCG with a thread per vCPU on a
+    2-CPU host the guest freezes now and then (RCU stall reports with a CPU
+    spinning in the kernel, mostly while tracing is switched on: one boot in
+    three to one in two here, more under load; twice in a row in scan-all once);
+    one thread for all vCPUs did not freeze but was 2x slower and timed out
+    MPI's busy-polling ranks. BOOTS hangs skip the guest's tests with every
+    console tail (the emulator's doing: the same commands pass on another
+    boot); a panic or a rig error fails."""
     kernel = available_kernel(kernel_of)
-    try:
-        return boot(kernel, steps_of(out), out)
-    except GuestHung as hang:
-        warnings.warn(f"rig: booting again after a hang: {hang}", stacklevel=1)
-        again = out / "again"
-        again.mkdir()  # steps_of may write into its folder (the rig compiles its workload there)
-        ended = set(hang.run.steps) if hang.run is not None else set()
+    folder, earlier, hangs = out, None, []
+    while True:
+        steps = steps_of(folder)
+        if earlier is not None:
+            steps = steps_left(steps, earlier.ended())
         try:
-            run = boot(kernel, steps_left(steps_of(again), ended), again)
-        except GuestHung as second:
-            pytest.skip(f"rig: the emulated guest froze twice: {second}\n"
-                        f"(the first time: {hang})")
+            run = boot(kernel, steps, folder)
+        except GuestHung as hang:
+            hangs.append(str(hang))
+            if len(hangs) == BOOTS:
+                pytest.skip(f"rig: the emulated guest froze {BOOTS} times: "
+                            + "\n(and before: ".join(reversed(hangs)) + ")" * (BOOTS - 1))
+            warnings.warn(f"rig: booting again after a hang: {hang}", stacklevel=1)
+            if hang.run is not None:
+                hang.run.earlier, earlier = earlier, hang.run
+            folder = folder / "again"
+            folder.mkdir()  # steps_of may write into it (the rig compiles its workload there)
         except RigError as error:
-            pytest.fail(f"rig: {error}\n(it had hung once before: {hang})", pytrace=False)
-        run.earlier = hang.run
-        return run
-    except RigError as error:
-        pytest.fail(f"rig: {error}", pytrace=False)
+            pytest.fail(f"rig: {error}" + (f"\n(it had hung before: {hangs[-1]})" if hangs else ""),
+                        pytrace=False)
+        else:
+            run.earlier = earlier
+            return run
 
 
 @pytest.fixture(scope="session")

@@ -122,7 +122,7 @@ class GuestRun:
 
     def step(self, name: str) -> StepResult:
         if name not in self.steps:
-            if self.earlier is not None and name in self.earlier.steps:
+            if self.earlier is not None and name in self.earlier.ended():
                 return self.earlier.step(name)
             raise RigError(f"the guest did not get to step {name!r}; console tail:\n"
                            f"{_tail(self.console, CONSOLE_TAIL_LINES)}")
@@ -135,6 +135,10 @@ class GuestRun:
         if self.earlier is not None and not here.exists():
             return self.earlier.path(relative)
         return here
+
+    def ended(self) -> set[str]:
+        """The steps that ended, in this boot or an earlier one."""
+        return set(self.steps) | (self.earlier.ended() if self.earlier is not None else set())
 
     def succeeded(self, name: str, returncodes: tuple[int, ...] = (0,)) -> StepResult:
         """The step's result; an AssertionError with its output unless it ended

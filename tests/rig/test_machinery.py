@@ -42,41 +42,65 @@ def test_a_guest_whose_job_goes_silent_is_a_hang_well_before_the_step_limit(tmp_
     assert "went silent in step freezes: no line from its job for 20 s" in str(raised.value)
 
 
-def test_a_guest_that_hung_boots_again_for_the_steps_that_did_not_end(tmp_path, monkeypatch):
-    """No emulator here: the first boot hangs in step b, the second runs. The
-    steps of each boot are prepared in that boot's own folder, which exists by
-    then (the rig guest compiles its workload there); the second boot starts
-    the spinner b ran beside again, then b and what follows; the run returned
-    has every step's result and finds each output in the folder of the boot
-    that wrote it."""
+def fake_boots(monkeypatch, ended_in_boot: list[dict[str, str]]):
+    """boot() replaced: boot k ends the steps ended_in_boot[k] (name -> stdout,
+    each writing a file of that name) and hangs unless it is the last; the list
+    of (folder, step names) each boot was given."""
     boots = []
 
     def fake_boot(kernel, steps, out):
         boots.append((out, [s.name for s in steps]))
-        ended = {"spin": "", "a": "first"} if len(boots) == 1 else {s.name: "second" for s in steps}
+        ended = ended_in_boot[len(boots) - 1]
         for name, text in ended.items():
             (out / name).write_text(text)
         run = GuestRun(kernel, out, {name: StepResult(name, 0, text, "", 1.0)
                                      for name, text in ended.items()})
-        if len(boots) == 1:
-            raise GuestHung("froze in step b", run)
+        if len(boots) < len(ended_in_boot):
+            raise GuestHung(f"froze in boot {len(boots)}", run)
         return run
-
-    def steps_of(folder):
-        (folder / "prepared").write_text("yes")
-        return [Step("spin", ("sh",), background=True), Step("a", ("true",)),
-                Step("b", ("true",)), Step("stop-spin", stop="spin"), Step("c", ("true",))]
 
     monkeypatch.setattr(conftest, "available_kernel", lambda kernel_of: "kernel")
     monkeypatch.setattr(conftest, "boot", fake_boot)
-    with pytest.warns(UserWarning, match="booting again after a hang: froze in step b"):
-        run = boot_or_fail(rig_kernel, steps_of, tmp_path)
+    return boots
+
+
+def steps_with_a_spinner(folder):
+    (folder / "prepared").write_text("yes")
+    return [Step("spin", ("sh",), background=True), Step("a", ("true",)),
+            Step("b", ("true",)), Step("stop-spin", stop="spin"), Step("c", ("true",))]
+
+
+def test_a_guest_that_hung_boots_again_for_the_steps_that_did_not_end(tmp_path, monkeypatch):
+    """No emulator here: the first boot hangs in step b, the second in c, the
+    third runs. The steps of each boot are prepared in that boot's own folder,
+    which exists by then (the rig guest compiles its workload there); the
+    second boot starts the spinner b ran beside again, then b and what follows;
+    the third only c (the spinner was stopped). The run returned has every
+    step's result and finds each output in the folder of the boot that wrote it."""
+    boots = fake_boots(monkeypatch, [{"spin": "", "a": "first"},
+                                     {"spin": "", "b": "second", "stop-spin": ""},
+                                     {"c": "third"}])
+    with pytest.warns(UserWarning) as caught:
+        run = boot_or_fail(rig_kernel, steps_with_a_spinner, tmp_path)
+    assert [str(w.message) for w in caught] == [
+        f"rig: booting again after a hang: froze in boot {k}" for k in (1, 2)]
+    again = tmp_path / "again"
     assert boots == [(tmp_path, ["spin", "a", "b", "stop-spin", "c"]),
-                     (tmp_path / "again", ["spin", "b", "stop-spin", "c"])]
-    assert (tmp_path / "again" / "prepared").read_text() == "yes"
+                     (again, ["spin", "b", "stop-spin", "c"]), (again / "again", ["c"])]
+    assert (again / "prepared").read_text() == (again / "again" / "prepared").read_text() == "yes"
     assert {name: run.step(name).stdout for name in ("a", "b", "c")} == {
-        "a": "first", "b": "second", "c": "second"}
-    assert run.path("a") == tmp_path / "a" and run.path("b") == tmp_path / "again" / "b"
+        "a": "first", "b": "second", "c": "third"}
+    assert [run.path(name) for name in ("a", "b", "c")] == [
+        tmp_path / "a", again / "b", again / "again" / "c"]
     assert run.succeeded("a").stdout == "first"
     with pytest.raises(RigError):
         run.step("never")
+
+
+def test_a_guest_that_hangs_at_every_boot_has_its_tests_skipped_with_every_hang(
+        tmp_path, monkeypatch):
+    boots = fake_boots(monkeypatch, [{}] * (conftest.BOOTS + 1))
+    with pytest.warns(UserWarning), pytest.raises(pytest.skip.Exception) as skipped:
+        boot_or_fail(rig_kernel, steps_with_a_spinner, tmp_path)
+    assert len(boots) == conftest.BOOTS
+    assert all(f"froze in boot {k}" in str(skipped.value) for k in range(1, conftest.BOOTS + 1))
