@@ -1,11 +1,12 @@
-"""The attribution's replay of one CPU's events: nanoseconds per event.
+"""The decoding and the attribution's replay of one CPU's events: nanoseconds per event.
 
     python bench/replay.py [--seconds 1] [--rounds 7]
 
 Decodes `--seconds` of one CPU of bench/many_cpus.py's synthetic recording
 (the captured buffer of tests/fixtures/trace/kvm-detour-inject repeated, its
 events and switches 20,000 a second: ticks, hrtimers, softirqs, switches),
-then times `switches.complete_switches` and `attribute.build_timeline` (which
+timing the decoding (which a scan does three times), then times
+`switches.complete_switches` and `attribute.build_timeline` (which
 calls it) on them, the least CPU time of `--rounds` runs: the replay that
 attribute() runs for every chunk of a CPU's detours. Per event of both tables.
 Run it with another checkout's code on PYTHONPATH to compare the two. Goal
@@ -47,16 +48,23 @@ def main() -> None:
     args = parser.parse_args()
     capture = Capture()
     pages = capture.tiled_pages(capture.shifts_ticks(args.seconds))
-    trace, _ = decode_raw({1: pages}, capture.formats, capture.layout,
-                          TraceClock("x86-tsc", capture.clock).to_ns, Symbols(FIXTURE / "kallsyms"))
+    symbols = Symbols(FIXTURE / "kallsyms")
+
+    def decode():
+        return decode_raw({1: pages}, capture.formats, capture.layout,
+                          TraceClock("x86-tsc", capture.clock).to_ns, symbols)[0]
+
+    trace = decode()
     events, switches = trace.events, trace.switches
     count = events.rows + switches.rows
+    decoding = least_cpu_seconds(decode, args.rounds)
     completing = least_cpu_seconds(lambda: complete_switches(switches, events), args.rounds)
     replaying = least_cpu_seconds(lambda: build_timeline(events, switches, Labels(), {}, set()),
                                   args.rounds)
     per_event = replaying / count * 1e9
     print(f"{events.rows:,} events and {switches.rows:,} switches of one CPU ({args.seconds:g} s); "
           f"least CPU time of {args.rounds} rounds, per event:")
+    print(f"  decoding          {decoding / count * 1e9:8.0f} ns")
     print(f"  complete_switches {completing / count * 1e9:8.0f} ns")
     print(f"  build_timeline    {per_event:8.0f} ns (complete_switches included)")
     print(f"goal: the replay under {GOAL_NS} ns per event: {'met' if per_event < GOAL_NS else 'NOT met'}")
