@@ -850,27 +850,44 @@ done:
 
 /* -- the attribution's replays (trace/switches.py, trace/attribute.py), see replay.h -- */
 
+/* The (values, codes) arguments of the functions that number a column's
+ * values: values a C-contiguous array of objects (objects != 0) or of
+ * fixed-width items, codes an int64 array at least as long. On success the
+ * caller releases *values and b. */
+static int column_and_codes(PyObject *args, const char *what, int objects, Py_buffer *values,
+                            struct borrowed *b, int64_t **codes, size_t *count)
+{
+    PyObject *values_obj, *codes_obj;
+    if (!PyArg_ParseTuple(args, "OO", &values_obj, &codes_obj) ||
+        PyObject_GetBuffer(values_obj, values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    int of_objects = values->format != NULL && strcmp(values->format, "O") == 0 &&
+                     values->itemsize == sizeof(PyObject *);
+    *count = values->itemsize ? (size_t)values->len / (size_t)values->itemsize : 0;
+    if (of_objects != objects) {
+        PyErr_Format(PyExc_TypeError, "%s: values must be %s", what,
+                     objects ? "an object array" : "fixed-width, not objects");
+    } else if (borrow_int64(codes_obj, "codes", 0, *count, b, codes) == 0) {
+        return 0;
+    }
+    borrowed_release_views(b);
+    PyBuffer_Release(values);
+    return -1;
+}
+
 static PyObject *native_dictionary_codes(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *values_obj, *codes_obj;
-    if (!PyArg_ParseTuple(args, "OO", &values_obj, &codes_obj))
-        return NULL;
     Py_buffer values;
-    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return NULL;
     Py_buffer views[1];
     struct borrowed b = {views, 0, 1};
-    PyObject *distinct = NULL, *ids = NULL;
     int64_t *codes;
-    if (values.format == NULL || strcmp(values.format, "O") != 0 ||
-        values.itemsize != sizeof(PyObject *)) {
-        PyErr_SetString(PyExc_TypeError, "dictionary_codes: values must be an object array");
-        goto fail;
-    }
-    Py_ssize_t count = values.len / values.itemsize;
-    if (borrow_int64(codes_obj, "codes", 0, (size_t)count, &b, &codes) < 0 ||
-        (distinct = PyList_New(0)) == NULL || (ids = PyDict_New()) == NULL)
+    size_t rows;
+    if (column_and_codes(args, "dictionary_codes", 1, &values, &b, &codes, &rows) < 0)
+        return NULL;
+    Py_ssize_t count = (Py_ssize_t)rows;
+    PyObject *distinct = PyList_New(0), *ids = PyDict_New();
+    if (distinct == NULL || ids == NULL)
         goto fail;
     /* The codes of objects seen lately, by address: a column repeats a few
      * objects (interned strings) and an object is equal to itself. */
@@ -930,24 +947,16 @@ static uint64_t value_hash(const unsigned char *value, size_t width)
 static PyObject *native_factorize(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *values_obj, *codes_obj;
-    if (!PyArg_ParseTuple(args, "OO", &values_obj, &codes_obj))
-        return NULL;
     Py_buffer values;
-    if (PyObject_GetBuffer(values_obj, &values, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return NULL;
     Py_buffer views[1];
     struct borrowed b = {views, 0, 1};
+    int64_t *codes;
+    size_t count;
+    if (column_and_codes(args, "factorize", 0, &values, &b, &codes, &count) < 0)
+        return NULL;
     PyObject *result = NULL;
-    int64_t *codes, *first = NULL, *slots = NULL;
+    int64_t *first = NULL, *slots = NULL;
     size_t width = (size_t)values.itemsize;
-    if (values.format != NULL && strcmp(values.format, "O") == 0) {
-        PyErr_SetString(PyExc_TypeError, "factorize: values must be fixed-width, not objects");
-        goto done;
-    }
-    size_t count = width ? (size_t)values.len / width : 0;
-    if (borrow_int64(codes_obj, "codes", 0, count, &b, &codes) < 0)
-        goto done;
     size_t capacity = 64, distinct = 0;
     first = PyMem_Malloc(capacity / 2 * sizeof *first);
     slots = PyMem_Malloc(capacity * sizeof *slots);
