@@ -339,11 +339,13 @@ def _arrow_column(values: np.ndarray):
 
     if values.dtype != object:
         return pa.array(values)
-    if any(isinstance(v, (list, dict)) for v in values):
-        # nested values of summary rows (a fleet rank's CPUs, a CPU's injections found):
-        # Arrow lists and structs
+    try:
+        codes, distinct = dictionary_codes(values)
+    except TypeError:
+        # unhashable: nested values of summary rows (a fleet rank's CPUs, a CPU's
+        # injections found), as Arrow lists and structs
         return pa.array(list(values))
-    return dictionary_array(*dictionary_codes(values))
+    return dictionary_array(codes, distinct)
 
 
 def dictionary_array(codes: np.ndarray, distinct: list):

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _native
-from ..tables import Table, factorize
+from ..tables import Table, dictionary_codes, factorize
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
                  "HRTIMER", "RCU")
@@ -135,7 +135,7 @@ class TraceEvents:
                            _between(self.switches, cpu, start_ns, end_ns)).sorted()
 
     def event_names(self) -> set[str]:
-        names = set(np.unique(self.events["event"]).tolist()) if self.events.rows else set()
+        names = set(dictionary_codes(self.events["event"])[1]) if self.events.rows else set()
         return names | ({SCHED_SWITCH.name} if self.switches.rows else set())
 
 
