@@ -295,21 +295,35 @@ def _local_peaks(spec: Spectrum) -> list[_Peak]:
     return sorted(peaks, key=lambda p: p.frequency_hz)
 
 
-def _harmonic_number(peak: _Peak, source: _Source, spec: Spectrum, aliased: bool) -> int | None:
-    """n if the peak is the source's n-th harmonic: directly (below the Nyquist
-    frequency) or, with `aliased`, folded back from between the Nyquist and the
+def _harmonic_owner(peak: _Peak, sources: list[_Source], fundamentals: np.ndarray,
+                    spec: Spectrum) -> tuple[_Source, int] | None:
+    """(source, n) if the peak is the n-th harmonic of one of `sources` (their
+    fundamentals in `fundamentals`), the first in that order: directly (below
+    the Nyquist frequency), else folded back from between the Nyquist and the
     sampling frequency (beyond that the sampling, a boxcar average, leaves
-    harmonics too weak to matter)."""
-    f0, df = source.frequency(spec.sampling_hz), spec.resolution_hz
-    if peak.power > HARMONIC_EXCESS * source.strongest.power:
+    harmonics too weak to matter). Every source at once: a peak is tested
+    against tens of sources, and numpy's cost is per call."""
+    if not sources:
         return None
+    df, fs = spec.resolution_hz, spec.sampling_hz
     n = np.arange(2, MAX_HARMONIC + 1)
+    f0 = fundamentals[:, None]
     tolerance = _tolerance(n, df)
-    above = n * f0 >= spec.sampling_hz / 2
-    usable = (tolerance < f0 / 4) & (n * f0 < spec.sampling_hz) & (above == aliased)
-    distance = np.abs(_alias(n * f0, spec.sampling_hz) - peak.frequency_hz)
-    match = np.flatnonzero(usable & (distance <= tolerance) & ~np.isin(n, list(source.lines)))
-    return int(n[match[0]]) if len(match) else None
+    taken = np.zeros((len(sources), len(n)), bool)  # harmonics a source already has
+    for row, source in enumerate(sources):
+        numbers = [k - 2 for k in source.lines if 2 <= k <= MAX_HARMONIC]
+        taken[row, numbers] = True
+    strongest = np.array([s.strongest.power for s in sources])
+    match = ((peak.power <= HARMONIC_EXCESS * strongest)[:, None] & (tolerance < f0 / 4)
+             & (n * f0 < fs) & (np.abs(_alias(n * f0, fs) - peak.frequency_hz) <= tolerance)
+             & ~taken)
+    above = n * f0 >= fs / 2
+    for aliased in (False, True):
+        hits = match & (above == aliased)
+        rows = np.flatnonzero(hits.any(axis=1))
+        if len(rows):
+            return sources[rows[0]], int(n[np.flatnonzero(hits[rows[0]])[0]])
+    return None
 
 
 def _tolerance(n: np.ndarray | int, resolution_hz: float):
@@ -366,18 +380,21 @@ def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[
     known = known or {}
     peaks = _local_peaks(spec)
     sources: list[_Source] = []
+    fundamentals: list[float] = []  # each source's frequency, kept up to date
     for peak in peaks:  # lowest frequency first: fundamentals come before harmonics
         # a direct harmonic is a better explanation than an aliased one; among
         # sources, the highest fundamental (the most specific) wins; a line at a
         # known frequency (the tick, injected noise) is always a source of its own
-        candidates = sorted(sources, key=lambda s: -s.frequency(spec.sampling_hz))
-        owner = None if name_for(peak.frequency_hz, known) else next(
-            ((s, n) for aliased in (False, True) for s in candidates
-             if (n := _harmonic_number(peak, s, spec, aliased)) is not None), None)
+        order = np.argsort(-np.array(fundamentals), kind="stable")
+        owner = None if name_for(peak.frequency_hz, known) else _harmonic_owner(
+            peak, [sources[i] for i in order], np.array(fundamentals)[order], spec)
         if owner is not None:
             owner[0].lines[owner[1]] = peak
+            index = sources.index(owner[0])
+            fundamentals[index] = owner[0].frequency(spec.sampling_hz)
         else:
             sources.append(_Source({1: peak}))
+            fundamentals.append(sources[-1].frequency(spec.sampling_hz))
     sources = _merge_missing_fundamentals(
         sources, peaks, spec, keep=lambda s: name_for(s.frequency(spec.sampling_hz), known) is not None)
     total = float(spec.power[1:].sum() * spec.resolution_hz)
