@@ -241,3 +241,63 @@ def test_consecutive_reads_decode_a_shared_batch_once(tmp_path):
     got = [recorded.read(0, start, end).events["timestamp_ns"].tolist() for start, end in reads]
     assert got == [[100, 200], [200, 300], [300], [100, 200, 300]]
     assert decoded == [b"100", b"200", b"300", b"100", b"200"]  # 1 and 2 kept, then needed again
+
+
+def _two_recordings(tmp_path, monkeypatch):
+    """A session over the captured raw pages, and two recordings of them."""
+    from noisescope.trace import session as session_module
+    from noisescope.trace.events import Symbols
+    from noisescope.trace.session import Recording, TraceSession
+
+    formats, layout, pages, _, clock = load_capture()
+    monkeypatch.setattr(session_module, "PAGES_PER_BATCH", 4)  # several batches per CPU
+    session = TraceSession(tuple(pages), clock, symbols=Symbols(CAPTURE / "kallsyms"))
+    session.formats, session.layout = formats, layout
+    session.trace_clock = TraceClock("x86-tsc", clock)
+    recordings = []
+    for name in ("first", "second"):
+        files = {}
+        for cpu, data in pages.items():
+            files[cpu] = tmp_path / f"{name}.cpu{cpu}.raw"
+            files[cpu].write_bytes(data)
+        recordings.append((name, Recording(0, 2**62, {cpu: 0 for cpu in pages}, files)))
+    return session, recordings
+
+
+@pytest.mark.parametrize("stop_in_second", [False, True])
+def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
+        tmp_path, monkeypatch, stop_in_second):
+    """A scan with a bundle writes the events to Parquet while it first decodes
+    them; a stop in the middle of a recording leaves none of its events in the
+    tables, which then hold exactly the recordings decoded whole (spooled again
+    when the bundle needs them)."""
+    from noisescope import interrupts
+    from noisescope.trace.scanning import ScanTracing, TraceOptions
+
+    session, recordings = _two_recordings(tmp_path, monkeypatch)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    tracing = ScanTracing(TraceOptions(), session, workdir=workdir, spooling=True,
+                          recordings=recordings)
+    whole = session.decode(recordings[0][1])
+    decode = session.decode
+
+    def stopping_decode(recording, sink=None):
+        if recording is recordings[1][1] and stop_in_second:
+            def stop_after_one(batch):
+                sink(batch)
+                raise KeyboardInterrupt  # a Ctrl-C after the first batch went to the spool
+            return decode(recording, stop_after_one)
+        return decode(recording, sink)
+
+    monkeypatch.setattr(session, "decode", stopping_decode)
+    stage = interrupts.Stage()
+    tracing._decode(stage)
+    stored = tracing._stored_events()
+    assert [p for p, _ in tracing.captures] == (["first"] if stop_in_second else ["first", "second"])
+    assert stored["events"].is_ready != stop_in_second  # written whole in the first pass, or not at all
+    assert not list(workdir.glob("*.partial"))
+    recorded = len(tracing.captures)
+    for name, rows in (("events", whole.event_count), ("sched_switch", whole.switch_count)):
+        assert rows > 0 and stored[name].rows == recorded * rows
+        assert pq.ParquetFile(stored[name].ready()).metadata.num_rows == recorded * rows

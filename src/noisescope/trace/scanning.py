@@ -6,12 +6,11 @@ of the detours at the end.
 Between probes the buffers are only copied to files in a work directory;
 they are decoded once the measuring is over. Without a destination the
 decoded events are kept in memory (they are bundle tables). When the scan
-writes a bundle, they never are: the detours are explained from the
-copies of the buffers, decoded again batch by batch (`RecordedEvents`), and
-once every result is ready `spool_events` decodes them a last time into
-Parquet files in the work directory (beside the bundle:
-`.NAME.trace-PID/`), which the bundle copies in. pyarrow, which alone
-takes about 40 MB, is then loaded only to write."""
+writes a bundle, they never are: the first decoding pass writes them batch
+by batch to Parquet files in the work directory (beside the bundle:
+`.NAME.trace-PID/`), which the bundle moves in, and the detours are
+explained from the copies of the buffers, decoded again batch by batch
+(`RecordedEvents`: less memory than reading the Parquet files back)."""
 
 from __future__ import annotations
 
@@ -49,10 +48,6 @@ COST_PAIRS = 6
 ATTRIBUTED_ROWS = 8_192
 
 
-def _drop(batch: TraceEvents) -> None:
-    """A sink that keeps nothing (the events are read again later)."""
-
-
 @dataclass(frozen=True)
 class TraceOptions:
     enabled: bool = True
@@ -77,6 +72,7 @@ class ScanTracing:
     # summaries of the untraced and the traced run of each pair
     diagnostics: list[Diagnostic] = field(default_factory=list)
     incomplete: bool = False  # a recording's trace is missing (not copied, or not decoded)
+    spooled: bool = False  # the spool was written whole by the first decoding pass
 
     @classmethod
     def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
@@ -172,22 +168,35 @@ class ScanTracing:
     # -- results -------------------------------------------------------------------
     def _decode(self, stage: interrupts.Stage) -> EventSource:
         """Decode every recording (the captures: counts, coverage, event
-        names) until a stop; returns where to read the events again by CPU and time."""
+        names) until a stop; when spooling, the same pass writes the events
+        to the spool. Returns where to read the events again by CPU and time."""
         assert self.session is not None
         session = self.session
-        for probe, recording in self.recordings:
-            # The raw pages of a scan that writes a bundle are read again
-            # later; text (the fallback reader) is parsed whole, so it is kept.
-            keep = not self.spooling or recording.text is not None
-            capture = stage.run("reading the trace", lambda r=recording, k=keep: session.decode(
-                r, None if k else _drop))
-            if capture is None:
-                self.incomplete = True
-                break
-            self.captures.append((probe, capture))
-            if not self.spooling:  # nothing reads these pages again: free the disk (often tmpfs)
-                recording.remove_files()
-            release_free_memory()
+        spool = EventSpool(self.workdir) if self.spooling and self.workdir is not None else None
+        try:
+            for probe, recording in self.recordings:
+                # The raw pages of a scan that writes a bundle are read again
+                # to explain the detours; text (the fallback reader) is parsed
+                # whole, so it is kept.
+                sink = None if spool is None or recording.text is not None else spool.append
+                capture = stage.run("reading the trace", lambda r=recording, s=sink: session.decode(r, s))
+                if capture is None:
+                    self.incomplete = True
+                    break
+                if spool is not None and capture.events is not None:
+                    spool.append(capture.events)
+                self.captures.append((probe, capture))
+                if spool is None:  # nothing reads these pages again: free the disk (often tmpfs)
+                    recording.remove_files()
+                release_free_memory()
+            if spool is not None and not self.incomplete:
+                spool.finish()
+                self.spooled = True
+        finally:
+            if spool is not None and not self.spooled:
+                # a recording cut short in the middle: its events are spooled
+                # again (from the recordings decoded whole) when the bundle needs them
+                spool.discard()
         captures = [c for _, c in self.captures]
         if self.spooling and self.session.layout is not None:
             return self.session.recorded_events(captures)
@@ -195,9 +204,9 @@ class ScanTracing:
 
     def _stored_events(self) -> dict[str, StoredTable]:
         """The bundle's `events` and `sched_switch` tables when spooling:
-        Parquet files in the work directory, written when the bundle first
-        needs them (after its tables in memory are parked: pyarrow is then
-        loaded) by decoding the recordings once more."""
+        Parquet files in the work directory, written by the first decoding
+        pass, or, where a stop cut that pass short, when the bundle first
+        needs them (by decoding the recordings decoded whole once more)."""
         assert self.workdir is not None
         spool = EventSpool(self.workdir)
 
@@ -219,12 +228,13 @@ class ScanTracing:
                 spool.discard()
                 raise
 
+        write = None if self.spooled else write_files
         return {"events": StoredTable(spool.source.events_path,
                                       sum(c.event_count for _, c in self.captures),
-                                      list(EVENT_COLUMNS), write_files),
+                                      list(EVENT_COLUMNS), write),
                 "sched_switch": StoredTable(spool.source.switches_path,
                                             sum(c.switch_count for _, c in self.captures),
-                                            list(SWITCH_COLUMNS), write_files)}
+                                            list(SWITCH_COLUMNS), write)}
 
     def coverage(self) -> Table:
         parts = []
@@ -290,7 +300,7 @@ class ScanTracing:
                 f"the loss are 'untraced'"))
         if self.spooling:
             for _, capture in self.captures:
-                capture.events = None  # the text reader's: parsed again when they are spooled
+                capture.events = None  # the text reader's, spooled
         return self._section(summaries)
 
     def _section(self, summaries: dict) -> dict:
