@@ -272,27 +272,31 @@ def cpu_batches(table: Table | SpooledTable, cpu: int, order: str) -> Iterator[T
 
 @dataclass(frozen=True)
 class ParkedTable:
-    """A table moved out of memory into numpy files (needs no pyarrow), one
-    per column; an object column as the codes of its distinct values, which
-    load() shares again between rows."""
+    """A table moved out of memory into one file of numpy arrays (needs no
+    pyarrow): each column's values, then its distinct objects if it is an
+    object column (stored as their codes: load() shares the objects again
+    between rows), else a 0-d False. One file, not one per column: a long
+    scan parks thousands of tables, and creating a file costs more than
+    writing a column."""
 
-    directory: Path
+    path: Path
     rows: int
     columns: list[str]
 
     @classmethod
-    def park(cls, table: Table, directory: Path) -> ParkedTable:
-        directory.mkdir(parents=True)
-        for index, name in enumerate(table.columns):
-            values = table[name]
-            if values.dtype == object:
-                values, distinct = dictionary_codes(values)
-                stored = np.empty(len(distinct), dtype=object)
-                for i, value in enumerate(distinct):
-                    stored[i] = value
-                np.save(directory / f"{index}.distinct.npy", stored, allow_pickle=True)
-            np.save(directory / f"{index}.npy", values)
-        return cls(directory, table.rows, table.columns)
+    def park(cls, table: Table, path: Path) -> ParkedTable:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "xb") as out:
+            for name in table.columns:
+                values, distinct = table[name], np.array(False)
+                if values.dtype == object:
+                    values, objects = dictionary_codes(values)
+                    distinct = np.empty(len(objects), dtype=object)
+                    for i, value in enumerate(objects):  # tuples stay values, not rows
+                        distinct[i] = value
+                np.save(out, values)
+                np.save(out, distinct, allow_pickle=True)
+        return cls(path, table.rows, table.columns)
 
     def load(self) -> Table:
         return Table({name: distinct[values] if distinct is not None else values
@@ -307,10 +311,10 @@ class ParkedTable:
 
     def _columns(self) -> Iterator[tuple[str, np.ndarray, np.ndarray | None]]:
         """Each column: its name, values (codes for objects), distinct objects or None."""
-        for index, name in enumerate(self.columns):
-            distinct = self.directory / f"{index}.distinct.npy"
-            yield (name, np.load(self.directory / f"{index}.npy"),
-                   np.load(distinct, allow_pickle=True) if distinct.exists() else None)
+        with open(self.path, "rb") as stored:
+            for name in self.columns:
+                values, distinct = np.load(stored), np.load(stored, allow_pickle=True)
+                yield name, values, distinct if distinct.ndim else None
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
