@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tables import SpooledTable, Table, cpu_batches, table_cpus
+from ..tables import SpooledTable, Table, cpu_batches, dictionary_codes, table_cpus
 from .store import EventSource
 
 WORST_PER_CPU = 3  # worst detours stored per CPU by a scan
@@ -17,30 +17,63 @@ def breakdown(detours: Table | SpooledTable, causes: Table | SpooledTable, cpu: 
               ) -> list[dict]:
     """Cause rows of one CPU, largest total first: the number of detours the
     cause took part in, its total and largest time, and its share of all
-    detour time on the CPU. Read a batch at a time (a detour's rows are in
-    one batch)."""
-    noise = sum(int(batch["duration_ns"].sum()) for batch in cpu_batches(detours, cpu, "start_ns"))
+    detour time on the CPU."""
+    _, noise, _ = _detour_pass(detours, cpu, 0)
+    return _cause_pass(causes, cpu, noise, np.empty(0, np.int64))[0]
+
+
+def _detour_pass(detours: Table | SpooledTable, cpu: int, worst: int) -> tuple[int, int, Table | None]:
+    """One read of a CPU's detours, a batch at a time: their number, total
+    time and the `worst` longest (the earlier of equally long ones)."""
+    count = total = seen = 0
+    longest = None  # the longest so far, with their place among the CPU's detours
+    for batch in cpu_batches(detours, cpu, "start_ns"):
+        count += batch.rows
+        total += int(batch["duration_ns"].sum())
+        if worst:
+            picked = np.argsort(-batch["duration_ns"], kind="stable")[:worst]
+            candidates = Table({**batch.filter(picked), "place": picked + seen})
+            longest = candidates if longest is None else Table.concat([longest, candidates])
+            longest = longest.filter(np.lexsort((longest["place"], -longest["duration_ns"]))[:worst])
+        seen += batch.rows
+    return count, total, longest
+
+
+def _cause_pass(causes: Table | SpooledTable, cpu: int, noise: int, split_starts: np.ndarray
+                ) -> tuple[list[dict], Table | None]:
+    """One read of a CPU's cause rows, a batch at a time (a detour's rows are
+    in one batch): the breakdown by cause (see breakdown()) and the rows of
+    the detours that start at `split_starts`."""
     found: dict[tuple[str, str], list[int]] = {}  # (cause, detail): count, total, largest
+    splits = []
     for rows in cpu_batches(causes, cpu, "start_ns"):
-        for cause in np.unique(rows["cause"]).tolist():  # a handful; details by numpy
-            mine = rows["cause"] == cause
-            details, inverse = np.unique(rows["detail"][mine], return_inverse=True)
-            durations = rows["duration_ns"][mine]
-            most = np.zeros(len(details), np.int64)
-            np.maximum.at(most, inverse, durations)
-            totals = np.bincount(inverse, weights=durations).astype(np.int64).tolist()
-            for detail, count, total, largest in zip(details.tolist(), np.bincount(inverse).tolist(),
-                                                     totals, most.tolist(), strict=True):
-                known = found.setdefault((cause, detail), [0, 0, 0])
-                known[0] += count
-                known[1] += total
-                known[2] = max(known[2], largest)
-    pairs = sorted(found)  # by cause, then detail; then the largest total first
-    order = sorted(range(len(pairs)), key=lambda i: -found[pairs[i]][1])
-    return [{"cause": pairs[i][0], "detail": pairs[i][1], "count": found[pairs[i]][0],
-             "total_ns": found[pairs[i]][1],
-             "share_pct": 100.0 * found[pairs[i]][1] / noise if noise else 0.0,
-             "max_ns": found[pairs[i]][2]} for i in order]
+        if len(split_starts):
+            splits.append(rows.filter(np.isin(rows["start_ns"], split_starts)))
+        if not rows.rows:
+            continue
+        # numbered by hash, the pairs as integers: sorting strings costs ~1 us each
+        cause_codes, cause_names = dictionary_codes(rows["cause"])
+        detail_codes, details = dictionary_codes(rows["detail"])
+        pairs, inverse = np.unique(cause_codes.astype(np.int64) * len(details) + detail_codes,
+                                   return_inverse=True)
+        durations = rows["duration_ns"]
+        most = np.zeros(len(pairs), np.int64)
+        np.maximum.at(most, inverse, durations)
+        totals = np.bincount(inverse, weights=durations).astype(np.int64).tolist()
+        for pair, count, total, largest in zip(pairs.tolist(), np.bincount(inverse).tolist(),
+                                               totals, most.tolist(), strict=True):
+            cause, detail = divmod(pair, len(details))
+            known = found.setdefault((cause_names[cause], details[detail]), [0, 0, 0])
+            known[0] += count
+            known[1] += total
+            known[2] = max(known[2], largest)
+    keys = sorted(found)  # by cause, then detail; then the largest total first
+    order = sorted(range(len(keys)), key=lambda i: -found[keys[i]][1])
+    rows = [{"cause": keys[i][0], "detail": keys[i][1], "count": found[keys[i]][0],
+             "total_ns": found[keys[i]][1],
+             "share_pct": 100.0 * found[keys[i]][1] / noise if noise else 0.0,
+             "max_ns": found[keys[i]][2]} for i in order]
+    return rows, Table.concat(splits) if splits else None
 
 
 def chain(trace: EventSource, cpu: int, start_ns: int, end_ns: int) -> tuple[list[dict], int]:
@@ -65,25 +98,16 @@ def chain(trace: EventSource, cpu: int, start_ns: int, end_ns: int) -> tuple[lis
     return items[:MAX_CHAIN], max(0, len(items) - MAX_CHAIN)
 
 
-def worst_detours(detours: Table | SpooledTable, causes: Table | SpooledTable,
-                  trace: EventSource, cpu: int, count: int) -> list[dict]:
-    """The `count` longest detours of a CPU (the earlier of equally long ones)
-    with their split and event chain, read a batch at a time."""
-    worst, seen = None, 0  # the longest so far, with their place among the CPU's detours
-    for batch in cpu_batches(detours, cpu, "start_ns"):
-        picked = np.argsort(-batch["duration_ns"], kind="stable")[:count]
-        candidates = Table({**batch.filter(picked), "place": picked + seen})
-        seen += batch.rows
-        worst = candidates if worst is None else Table.concat([worst, candidates])
-        worst = worst.filter(np.lexsort((worst["place"], -worst["duration_ns"]))[:count])
+def _worst_rows(worst: Table | None, splits: Table | None, trace: EventSource, cpu: int
+                ) -> list[dict]:
+    """The worst detours with their split and event chain."""
     if worst is None or not worst.rows:
         return []
-    splits = Table.concat([rows.filter(np.isin(rows["start_ns"], worst["start_ns"]))
-                           for rows in cpu_batches(causes, cpu, "start_ns")])
     out = []
     for i in range(worst.rows):
         start, length = int(worst["start_ns"][i]), int(worst["duration_ns"][i])
-        split = splits.filter(splits["start_ns"] == start)
+        split = (splits.filter(splits["start_ns"] == start) if splits is not None
+                 else Table({"cause": [], "detail": [], "duration_ns": np.empty(0, np.int64)}))
         order = np.argsort(-split["duration_ns"], kind="stable")
         events, more = chain(trace, cpu, start, start + length)
         out.append({
@@ -105,15 +129,14 @@ def attribution_summary(detours: Table | SpooledTable, causes: Table | SpooledTa
     names for the count and the total time."""
     rows = []
     for cpu in (table_cpus(detours) if cpus is None else cpus):
-        count = total = 0
-        for batch in cpu_batches(detours, cpu, "start_ns"):
-            count += batch.rows
-            total += int(batch["duration_ns"].sum())
+        count, total, longest = _detour_pass(detours, cpu, worst)
+        by_cause, splits = _cause_pass(causes, cpu, total, np.empty(0, np.int64) if longest is None
+                                       else longest["start_ns"])
         rows.append({
             "cpu": int(cpu),
             count_key: count,
             total_key: total,
-            "causes": breakdown(detours, causes, cpu),
-            "worst": worst_detours(detours, causes, trace, cpu, worst),
+            "causes": by_cause,
+            "worst": _worst_rows(longest, splits, trace, cpu),
         })
     return rows
