@@ -264,15 +264,30 @@ def _two_recordings(tmp_path, monkeypatch):
     return session, recordings
 
 
-@pytest.mark.parametrize("stop_in_second", [False, True])
+@pytest.mark.parametrize("trouble", [None, "stop", "disk full"])
 def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
-        tmp_path, monkeypatch, stop_in_second):
+        tmp_path, monkeypatch, trouble):
     """A scan with a bundle writes the events to Parquet while it first decodes
-    them; a stop in the middle of a recording leaves none of its events in the
-    tables, which then hold exactly the recordings decoded whole (spooled again
-    when the bundle needs them)."""
+    them. A stop in the middle of a recording leaves none of its events in the
+    tables, which then hold exactly the recordings decoded whole; a write that
+    fails (a full disk) ends nothing. Either way the events are spooled again
+    when the bundle needs them."""
+    import errno
+
     from noisescope import interrupts
     from noisescope.trace.scanning import ScanTracing, TraceOptions
+    from noisescope.trace.store import EventSpool
+
+    stop_in_second = trouble == "stop"
+    if trouble == "disk full":
+        write, failures = EventSpool._write, [OSError(errno.ENOSPC, "No space left on device")]
+
+        def failing_write(self, *args):
+            if failures:
+                raise failures.pop()
+            return write(self, *args)
+
+        monkeypatch.setattr(EventSpool, "_write", failing_write)
 
     session, recordings = _two_recordings(tmp_path, monkeypatch)
     workdir = tmp_path / "work"
@@ -295,7 +310,8 @@ def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
     tracing._decode(stage)
     stored = tracing._stored_events()
     assert [p for p, _ in tracing.captures] == (["first"] if stop_in_second else ["first", "second"])
-    assert stored["events"].is_ready != stop_in_second  # written whole in the first pass, or not at all
+    # written whole in the first pass, or not at all
+    assert stored["events"].is_ready == (trouble is None)
     assert not list(workdir.glob("*.partial"))
     recorded = len(tracing.captures)
     for name, rows in (("events", whole.event_count), ("sched_switch", whole.switch_count)):

@@ -8,7 +8,7 @@ they are decoded once the measuring is over. Without a destination the
 decoded events are kept in memory (they are bundle tables). When the scan
 writes a bundle, they never are: the first decoding pass writes them batch
 by batch to Parquet files in the work directory (beside the bundle:
-`.NAME.trace-PID/`), which the bundle moves in, and the detours are
+`.NAME.trace-PID/`), which the bundle links in, and the detours are
 explained from the copies of the buffers, decoded again batch by batch
 (`RecordedEvents`: less memory than reading the Parquet files back)."""
 
@@ -46,6 +46,37 @@ COST_PAIRS = 6
 # Detours attributed at a time when they are spooled: attributing one holds a few
 # hundred bytes (its events' timeline, its causes) until the batch is parked.
 ATTRIBUTED_ROWS = 8_192
+
+
+class _FirstPassSpool:
+    """The spool that the first decoding pass writes. A write error (a full
+    disk) gives it up, its files removed, instead of ending the scan: the
+    bundle then spools the events itself, where a failed write keeps the
+    measurement elsewhere (`Bundle.write`)."""
+
+    def __init__(self, spool: EventSpool):
+        self.spool, self.failed = spool, False
+
+    def append(self, batch: TraceEvents) -> None:
+        if not self.failed:
+            try:
+                self.spool.append(batch)
+            except OSError:
+                self.give_up()
+
+    def finish(self) -> bool:
+        """Close the files; whether they are whole."""
+        if not self.failed:
+            try:
+                self.spool.finish()
+                return True
+            except OSError:
+                self.give_up()
+        return False
+
+    def give_up(self) -> None:
+        self.failed = True
+        self.spool.discard()
 
 
 @dataclass(frozen=True)
@@ -172,7 +203,8 @@ class ScanTracing:
         to the spool. Returns where to read the events again by CPU and time."""
         assert self.session is not None
         session = self.session
-        spool = EventSpool(self.workdir) if self.spooling and self.workdir is not None else None
+        spool = (_FirstPassSpool(EventSpool(self.workdir)) if self.spooling and self.workdir
+                 is not None else None)
         try:
             for probe, recording in self.recordings:
                 # The raw pages of a scan that writes a bundle are read again
@@ -189,14 +221,13 @@ class ScanTracing:
                 if spool is None:  # nothing reads these pages again: free the disk (often tmpfs)
                     recording.remove_files()
                 release_free_memory()
-            if spool is not None and not self.incomplete:
-                spool.finish()
-                self.spooled = True
+            self.spooled = spool is not None and not self.incomplete and spool.finish()
         finally:
             if spool is not None and not self.spooled:
-                # a recording cut short in the middle: its events are spooled
-                # again (from the recordings decoded whole) when the bundle needs them
-                spool.discard()
+                # a recording cut short in the middle, or a write that failed: the
+                # events are spooled again (from the recordings decoded whole) when
+                # the bundle needs them
+                spool.give_up()
         captures = [c for _, c in self.captures]
         if self.spooling and self.session.layout is not None:
             return self.session.recorded_events(captures)
