@@ -429,12 +429,10 @@ def _write_table(table: Table | ParkedTable, path: Path) -> None:
 
 def _read_table(path: Path, columns: tuple[str, ...] | None = None) -> Table:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     try:
-        return Table.from_arrow(pq.read_table(path, columns=None if columns is None
-                                              else list(columns)))
-    except (OSError, pa.ArrowException) as error:
+        return Table.from_parquet(path, columns)
+    except (OSError, ValueError, pa.ArrowException) as error:
         raise UsageError(f"table {path} is unreadable ({error})", DAMAGED) from None
 
 

@@ -294,10 +294,12 @@ def lost_time_grid(detours, windows, cpus: list[int], columns: int = HEATMAP_COL
     bin_ns = max(1, -(-(end - begin) // columns))
     end = begin + bin_ns * columns
     lost = np.full((len(cpus), columns), np.nan)
-    # sorted by CPU once: a many-CPU scan has millions of detours
-    order = np.argsort(detours["cpu"], kind="stable")
-    by_cpu = detours["cpu"][order]
-    starts, durations = detours["start_ns"][order], detours["duration_ns"][order]
+    # by CPU: a many-CPU scan has millions of detours, which a scan's bundle
+    # holds CPU after CPU already (sorting copies every column)
+    by_cpu, starts, durations = detours["cpu"], detours["start_ns"], detours["duration_ns"]
+    if not (by_cpu[1:] >= by_cpu[:-1]).all():
+        order = np.argsort(by_cpu, kind="stable")
+        by_cpu, starts, durations = by_cpu[order], starts[order], durations[order]
     for row, cpu in enumerate(cpus):
         mine = windows.where(cpu=cpu)
         measured = lost_time_series(mine["start_ns"], mine["end_ns"] - mine["start_ns"],
@@ -575,10 +577,13 @@ def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
         if not summaries or not bundle.has_table("detours"):
             continue
         seconds = sum(s["measured_ns"] for s in summaries) / SECOND
-        lengths = np.sort(bundle.table("detours", DETOUR_COLUMNS)["duration_ns"])[::-1]
+        # each distinct length once, with the number of detours at least as long:
+        # the curve's steps (millions of detours repeat far fewer lengths)
+        lengths, counts = np.unique(bundle.table("detours", DETOUR_COLUMNS)["duration_ns"],
+                                    return_counts=True)
         if len(lengths) == 0 or seconds <= 0:
             continue
-        rate = np.arange(1, len(lengths) + 1) / seconds
+        rate = np.cumsum(counts[::-1])[::-1] / seconds
         x, _, high = envelope(lengths.astype(np.float64), rate, log=True, drop_empty=True)
         ax.plot(x, high, color=color, lw=1.2, label=plain(names[id(bundle)]), drawstyle="steps-post")
         drawn += 1
