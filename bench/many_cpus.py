@@ -19,11 +19,11 @@ events it found there.
 Then, in a child process per N (its peak RSS is its own), the scan's own
 post-processing runs as `scan._measure` calls it for a scan with a bundle
 (the detours spooled to files, read back a batch at a time):
-`scan.build_bundle` (the trace decoded once to count it: `decode`; the
-detours explained from the pages, decoded again: `attribution`), the spectra (`bundle_spectra`), the
-bundle written with its tables out of memory (`write`: the pages decoded a
-last time into Parquet), and `noisescope report` in its own process as scan
-runs it (`report`). Printed: seconds and peak RSS of each stage, the HTML's
+`scan.build_bundle` (the trace decoded once to count it and write its events
+to Parquet: `decode`; the detours explained from the pages, decoded again:
+`attribution`), the spectra (`bundle_spectra`), the bundle written with its
+tables out of memory (`write`), and `noisescope report` in its own process as
+scan runs it (`report`). Printed: seconds and peak RSS of each stage, the HTML's
 size, and the cost per CPU-second (seconds / (N x --seconds)), which should
 stay flat as N grows. Goals (issue 15): the 256-CPU minute in <= 60 s and
 <= 2 GB; the report <= 10 MB.
