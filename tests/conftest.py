@@ -7,6 +7,7 @@ C extension ships; the header line says which copy was imported.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,18 @@ import noisescope
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOSTS = FIXTURES / "hosts"
+
+
+def pytest_configure(config):
+    """The signals the interrupt tests send, at their defaults for every child:
+    processes inherit an ignored signal, and a suite started in the background
+    by a script (`cmd &`: SIGINT and SIGQUIT ignored) or under nohup (SIGHUP)
+    would leave every noisescope it starts deaf to them (as it should be: it
+    keeps an ignored signal ignored), failing those tests for the wrong reason."""
+    for number, default in ((signal.SIGINT, signal.default_int_handler),
+                            (signal.SIGQUIT, signal.SIG_DFL), (signal.SIGHUP, signal.SIG_DFL)):
+        if signal.getsignal(number) is signal.SIG_IGN:
+            signal.signal(number, default)
 
 
 def pytest_report_header(config):
