@@ -1,6 +1,6 @@
 """A scan's post-processing at many CPUs: seconds and peak memory per stage.
 
-    python bench/many_cpus.py [--cpus 2,16,64,256] [--seconds 60] [--keep DIR]
+    python bench/many_cpus.py [--cpus 2,16,64,256] [--seconds 60] [--workers N] [--keep DIR]
 
 Synthesises, for each CPU count N, what a traced detour scan of N CPUs leaves
 when its measuring is over, in the formats the kernel and the native core
@@ -21,7 +21,8 @@ post-processing runs as `scan._measure` calls it for a scan with a bundle
 (the detours spooled to files, read back a batch at a time):
 `scan.build_bundle` (the trace decoded once to count it and write its events
 to Parquet: `decode`; the detours explained from the pages, decoded again:
-`attribution`), the spectra (`bundle_spectra`), the bundle written with its
+`attribution`, in `procs` worker processes, a CPU at a time: its peak is this
+process's and each worker's, added up), the spectra (`bundle_spectra`), the bundle written with its
 tables out of memory (`write`), and `noisescope report` in its own process as
 scan runs it (`report`). Printed: seconds and peak RSS of each stage, the HTML's
 size, and the cost per CPU-second (seconds / (N x --seconds)), which should
@@ -35,6 +36,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -57,6 +59,7 @@ from noisescope.tables import SpooledTable, Table
 from noisescope.trace.events import Symbols, parse_format, parse_header_page, walk_pages
 from noisescope.trace.scanning import ScanTracing, TraceOptions
 from noisescope.trace.session import Recording, TraceClock, TraceSession
+from noisescope.workers import worker_count
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "trace" / "kvm-detour-inject"
 EVENTS_PER_S = 20_000  # a busy node's kernel events per CPU
@@ -177,8 +180,8 @@ def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.n
     return ProbeResult("detour", merged, summaries, False)
 
 
-def recorded_trace(capture: Capture, cpus: tuple[int, ...], shifts: np.ndarray, workdir: Path
-                   ) -> ScanTracing:
+def recorded_trace(capture: Capture, cpus: tuple[int, ...], shifts: np.ndarray, workdir: Path,
+                   workers: int | None) -> ScanTracing:
     """The scan's tracing state once its probe ran: one recording, its pages copied."""
     session = TraceSession(cpus, capture.clock, symbols=Symbols(FIXTURE / "kallsyms"))
     session.formats, session.layout = capture.formats, capture.layout
@@ -190,7 +193,7 @@ def recorded_trace(capture: Capture, cpus: tuple[int, ...], shifts: np.ndarray, 
     for cpu in cpus:  # one file per CPU, as TraceSession.stop() copies them
         recording.pages[cpu] = workdir / f"0-detour.cpu{cpu}.raw"
         recording.pages[cpu].write_bytes(pages)
-    return ScanTracing(TraceOptions(), session, workdir=workdir, spooling=True,
+    return ScanTracing(TraceOptions(workers=workers), session, workdir=workdir, spooling=True,
                        recordings=[("detour", recording)])
 
 
@@ -206,7 +209,7 @@ def peak_mib() -> float:
     return float("nan")
 
 
-def post_process(cpus: int, seconds: float, destination: Path) -> dict:
+def post_process(cpus: int, seconds: float, destination: Path, workers: int | None) -> dict:
     """The scan's work after measuring, stage by stage: {stage: (s, peak MiB)}."""
     capture = Capture()
     cpu_list = tuple(range(cpus))
@@ -216,7 +219,7 @@ def post_process(cpus: int, seconds: float, destination: Path) -> dict:
     workdir.mkdir()
     began = time.perf_counter()
     shifts = capture.shifts_ticks(seconds)
-    tracing = recorded_trace(capture, cpu_list, shifts, workdir)
+    tracing = recorded_trace(capture, cpu_list, shifts, workdir, workers)
     result = probe_result(capture, cpu_list, schedule, shifts, workdir)
     made_s = time.perf_counter() - began
     stages: dict[str, tuple[float, float]] = {}
@@ -240,7 +243,11 @@ def post_process(cpus: int, seconds: float, destination: Path) -> dict:
     bundle = build_bundle(options, plan, facts, capture.clock, schedule, [result],
                           started="2026-01-01T00:00:00Z", argv=["bench/many_cpus.py"],
                           complete=True, kind="scan", tracing=tracing, stage=interrupts.Stage())
-    stages["attribution"] = (time.perf_counter() - started - stages["decode"][0], peak_mib())
+    # the attribution's workers (forked: shared pages count in each) beside this process
+    processes = worker_count(cpus, workers)
+    workers_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 if processes > 1 else 0
+    stages["attribution"] = (time.perf_counter() - started - stages["decode"][0],
+                             peak_mib() + processes * workers_mib)
     del result
     bundle.manifest["system"] = []  # the checks of this machine would not be those of N CPUs
     reset_peak()
@@ -255,7 +262,7 @@ def post_process(cpus: int, seconds: float, destination: Path) -> dict:
     rows = bundle.manifest["tables"]
     return {"stages": stages, "synthesis_s": made_s, "events": rows["events"]["rows"]
             + rows["sched_switch"]["rows"], "detours": rows["detours"]["rows"],
-            "causes": rows["detour_causes"]["rows"]}
+            "causes": rows["detour_causes"]["rows"], "workers": processes}
 
 
 def run_report(bundle: Path) -> tuple[float, float, float, int]:
@@ -270,14 +277,15 @@ def run_report(bundle: Path) -> tuple[float, float, float, int]:
     return elapsed, usage.ru_maxrss / 1024, size, os.waitstatus_to_exitcode(status)
 
 
-def measure(cpus: int, seconds: float, keep: Path | None) -> dict:
+def measure(cpus: int, seconds: float, keep: Path | None, workers: int | None) -> dict:
     """One CPU count, all stages: the scan's post-processing in a child process,
     then the report in another, both started from this small process (a child's
     peak RSS counts the memory of the process that forks it)."""
     with tempfile.TemporaryDirectory(prefix="many-cpus-") as workdir:
         bundle = Path(workdir) / "bundle"
         child = subprocess.run([sys.executable, __file__, "--post-process", str(bundle),
-                                "--cpus", str(cpus), "--seconds", str(seconds)],
+                                "--cpus", str(cpus), "--seconds", str(seconds)]
+                               + (["--workers", str(workers)] if workers else []),
                                check=True, stdout=subprocess.PIPE, text=True)
         measured = json.loads(child.stdout.strip().splitlines()[-1])
         report_s, report_mib, html_mb, status = run_report(bundle)
@@ -295,23 +303,26 @@ def main() -> None:
     parser.add_argument("--cpus", default="2,16,64,256", help="CPU counts, comma-separated")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--keep", type=Path, help="copy each bundle and report here")
+    parser.add_argument("--workers", type=int, help="attribution's processes (default: as the "
+                        "scan chooses, one per CPU this machine has, memory permitting)")
     parser.add_argument("--post-process", type=Path, help=argparse.SUPPRESS)  # the child
     args = parser.parse_args()
     if args.post_process:
-        print(json.dumps(post_process(int(args.cpus), args.seconds, args.post_process)))
+        print(json.dumps(post_process(int(args.cpus), args.seconds, args.post_process,
+                                      args.workers)))
         return
     print(f"{args.seconds:g} s of a busy node per CPU: {EVENTS_PER_S:,} trace events/s, "
           f"{DETOURS_PER_S:,} detours/s; seconds and peak RSS (MiB) of each stage", flush=True)
-    print(f"{'CPUs':>5} {'events':>12} {'detours':>10} "
+    print(f"{'CPUs':>5} {'events':>12} {'detours':>10} {'procs':>5} "
           + " ".join(f"{s:>15}" for s in STAGES)
           + f" {'total':>8} {'ms/CPU-s':>9} {'HTML MB':>8}", flush=True)
     largest = None
     for cpus in [int(n) for n in args.cpus.split(",")]:
-        measured = measure(cpus, args.seconds, args.keep)
+        measured = measure(cpus, args.seconds, args.keep, args.workers)
         stages = measured["stages"]
         total = sum(stages[s][0] for s in STAGES)
         per_cpu_s = total / (cpus * args.seconds) * 1e3
-        print(f"{cpus:>5} {measured['events']:>12,} {measured['detours']:>10,} "
+        print(f"{cpus:>5} {measured['events']:>12,} {measured['detours']:>10,} {measured['workers']:>5} "
               + " ".join(f"{stages[s][0]:>7.1f}s {stages[s][1]:>5.0f}M" for s in STAGES)
               + f" {total:>7.1f}s {per_cpu_s:>9.1f} {measured['html_mb']:>8.2f}", flush=True)
         largest = (cpus, measured, total)

@@ -64,13 +64,31 @@ def test_timelines_are_the_golden_ones(golden, trace):
     assert timelines(trace) == golden["timelines"]
 
 
+def causes_in_order_of_pairs(made: dict) -> dict:
+    """A golden result with each span's causes in the order of their (cause,
+    detail) pairs: the golden file has them in the order the labels were
+    numbered, which changed when CPUs came to be explained in separate
+    processes (each numbering its own); the rows are the same."""
+    causes = made["causes"]
+    span = list(zip(causes["cpu"], causes["start_ns"], strict=True))
+    groups: list[list[int]] = []
+    for i in range(len(span)):
+        if i == 0 or span[i] != span[i - 1]:
+            groups.append([])
+        groups[-1].append(i)
+    order = [i for group in groups
+             for i in sorted(group, key=lambda i: (causes["cause"][i], causes["detail"][i]))]
+    return {**made, "causes": {name: [values[i] for i in order] for name, values in causes.items()}}
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_attribution_is_the_golden_one(golden, trace, spans, case):
-    assert attribution(trace, spans, case) == golden["cases"][case]
+    assert attribution(trace, spans, case) == causes_in_order_of_pairs(golden["cases"][case])
 
 
 def test_attribution_in_two_calls_sharing_labels_and_tasks_is_the_golden_one(golden, trace, spans):
-    assert attribution(trace, spans, "fallback", parts=2) == golden["in_parts"]
+    assert attribution(trace, spans, "fallback", parts=2) == causes_in_order_of_pairs(
+        golden["in_parts"])
 
 
 def test_dictionary_codes_are_those_of_a_dict_in_order_of_first_appearance():

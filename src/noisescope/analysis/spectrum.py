@@ -28,6 +28,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ..tables import SpooledTable, Table, cpu_batches, repeated
+from ..workers import run_parts, worker_count
 
 SECOND = 1_000_000_000
 BIN_NS = 50_000  # detour trace sampling: Nyquist frequency 10 kHz
@@ -483,17 +484,18 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
                 until = _stored_until(s, ftq, s["cpu"], quantum_ns)
                 inputs.append(("ftq", s["cpu"], quantum_ns,
                                ftq_pieces(ftq, windows, s["cpu"], until), None))
-    for series, cpu, sample_ns, pieces, segment_samples in inputs:
+
+    def spectrum_of(one) -> tuple[Table, dict] | None:
+        series, cpu, sample_ns, pieces, segment_samples = one
         spec = mean_periodogram(pieces, sample_ns, segment_samples)
         if spec is None:
-            continue
-        parts.append(Table({
+            return None
+        return Table({
             "cpu": np.full(len(spec.power), cpu, np.int32),
             "series": repeated(series, len(spec.power)),
             "frequency_hz": spec.frequency_hz,
             "power": spec.power,
-        }))
-        summaries.append({
+        }), {
             "cpu": cpu,
             "series": series,
             "sample_ns": int(sample_ns),
@@ -502,7 +504,13 @@ def bundle_spectra(bundle) -> tuple[Table, list[dict]]:
             "resolution_hz": spec.resolution_hz,
             "nyquist_hz": spec.sampling_hz / 2,
             "sources": find_sources(spec, known_frequencies(bundle.manifest, cpu)),
-        })
+        }
+
+    # the series are independent: side by side in worker processes
+    for made in run_parts(spectrum_of, inputs, worker_count(len(inputs))):
+        if made is not None:
+            parts.append(made[0])
+            summaries.append(made[1])
     return Table.concat(parts), summaries
 
 

@@ -45,7 +45,8 @@ put back first (`switches.complete_switches`).
 
 Spans outside the traced time (before tracing started, or after a CPU's
 buffer filled) are `untraced`. A span's primary cause is its explained
-cause with the most time (`unexplained` if none).
+cause with the most time (`unexplained` if none; of equal times, the first
+(cause, detail) in sorted order).
 
 A local timer interrupt is the `tick` when it ran the tick's hrtimer (or
 no hrtimer at all, as periodic ticks do); otherwise it is a `timer` interrupt
@@ -93,11 +94,15 @@ CHUNK_NS = 1_000_000_000  # spans attributed together, with their events read at
 
 
 class Labels:
-    """(cause, detail) pairs <-> small integers."""
+    """(cause, detail) pairs <-> small integers, numbered as they come. Where
+    an order among labels shows in a result (a span's causes, a tie for its
+    primary cause), it is that of the pairs themselves (`ranks`): the result
+    does not depend on which CPUs were numbered together or first."""
 
     def __init__(self) -> None:
         self.pairs: list[tuple[str, str]] = []
         self._ids: dict[tuple[str, str], int] = {}
+        self._ranks = np.zeros(0, np.int32)
 
     def id(self, cause: str, detail: str = "") -> int:
         key = (cause, detail)
@@ -105,6 +110,14 @@ class Labels:
             self._ids[key] = len(self.pairs)
             self.pairs.append(key)
         return self._ids[key]
+
+    def ranks(self) -> np.ndarray:
+        """Each label's place among all the pairs in sorted order."""
+        if len(self._ranks) != len(self.pairs):
+            self._ranks = np.empty(len(self.pairs), np.int32)
+            self._ranks[sorted(range(len(self.pairs)), key=self.pairs.__getitem__)] = \
+                np.arange(len(self.pairs), dtype=np.int32)
+        return self._ranks
 
 
 @dataclass
@@ -401,7 +414,7 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
     span_index = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
     label_index = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0, np.int32)
     ns = np.concatenate([r[2] for r in rows]) if rows else np.zeros(0, np.int64)
-    order = np.lexsort((label_index, span_index))
+    order = np.lexsort((labels.ranks()[label_index], span_index))
     span_index, label_index, ns = span_index[order], label_index[order], ns[order]
     pairs = np.array(labels.pairs + [("", "")], dtype=object)
     return Attribution(
@@ -554,7 +567,7 @@ def _primary(count: int, span: np.ndarray, label: np.ndarray, ns: np.ndarray,
     primary = np.full(count, labels.id("unexplained"), np.int32)
     candidates = ~unexplained[label]
     span, label, ns = span[candidates], label[candidates], ns[candidates]
-    order = np.lexsort((-ns, span))  # per span, the longest cause first
+    order = np.lexsort((labels.ranks()[label], -ns, span))  # per span, the longest cause first
     span, label = span[order], label[order]
     first = np.ones(len(span), bool)
     first[1:] = span[1:] != span[:-1]

@@ -30,6 +30,7 @@ from ..diagnostics import Code, Diagnostic
 from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
 from ..tables import ParkedTable, SpooledTable, StoredTable, Table, inside_windows, repeated
+from ..workers import run_parts, worker_count
 from .attribute import CHUNK_NS, Labels, attribute, chunk_starts
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
@@ -86,6 +87,8 @@ class TraceOptions:
     cost_ns: int = 0  # time spent measuring tracing's own cost (COST_PAIRS pairs); 0: none
     wakeup_threshold_ns: int = DEFAULT_WAKEUP_THRESHOLD_NS  # timerlat: explain wakeups this late
     osnoise: str = "auto"  # the osnoise tracer's noise events too (trace.osnoise): auto, on, off
+    workers: int | None = None  # processes explaining CPUs side by side; None: as many as
+    # there are CPUs to run on and memory for (workers.worker_count)
 
 
 @dataclass
@@ -104,6 +107,7 @@ class ScanTracing:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     incomplete: bool = False  # a recording's trace is missing (not copied, or not decoded)
     spooled: bool = False  # the spool was written whole by the first decoding pass
+    attribution_workers: int | None = None  # processes that explained the detours
 
     @classmethod
     def begin(cls, options: TraceOptions, cpus: tuple[int, ...], clock: MeasurementClock,
@@ -295,9 +299,12 @@ class ScanTracing:
             def explain_detours():
                 injected = invisible_to_the_kernel(tables.get("injections"))
                 if isinstance(detours, SpooledTable):
+                    self.attribution_workers = worker_count(len(detours.sources), self.options.workers)
                     annotated, causes = attribute_in_batches(
-                        detours, trace, coverage, injected, detours.path.parent.parent / "attributed")
+                        detours, trace, coverage, injected, detours.path.parent.parent / "attributed",
+                        self.attribution_workers)
                 else:
+                    self.attribution_workers = 1
                     attribution = attribute(detours, trace, coverage, injected=injected)
                     release_free_memory()
                     annotated, causes = attribution.annotate(detours), attribution.causes
@@ -366,6 +373,8 @@ class ScanTracing:
             "notes": info.notes,
             "recordings": recordings,
         }
+        if self.attribution_workers is not None:
+            section["attribution_workers"] = self.attribution_workers
         if self.cost_pairs:
             section["cost"] = tracing_cost(self.cost_pairs,
                                            self.options.cost_ns // (2 * COST_PAIRS))
@@ -401,56 +410,67 @@ def tracing_cost(pairs: list[tuple[list[dict], list[dict]]], run_ns: int) -> dic
 
 
 def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Table,
-                         injected: Table | None, directory: Path
+                         injected: Table | None, directory: Path, workers: int = 1
                          ) -> tuple[SpooledTable, SpooledTable]:
     """`attribute` the spooled detours about ATTRIBUTED_ROWS at a time, cut
     where attribute's own chunks end and with its labels kept from call to
     call: the same result as all at once. The detours with their causes and
     the causes are parked batch by batch in `directory` (numpy files: no
-    pyarrow yet); returns both as spooled tables."""
-    labels, tasks = Labels(), {}
-    annotated, causes = [], []
+    pyarrow yet); returns both as spooled tables. The CPUs are independent:
+    `workers` processes explain them side by side (`workers.run_parts`)."""
+    cpus = sorted(cpu for cpu, _, _ in detours.sources)
+    rows = {cpu: rows for cpu, rows, _ in detours.sources}
+    explained = run_parts(lambda cpu: _attribute_cpu(cpu, detours, trace, coverage, injected,
+                                                     directory), cpus, workers)
 
     def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
         return lambda: (part.load() for part in parts)
 
-    for cpu, rows, _ in sorted(detours.sources, key=lambda source: source[0]):
-        mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
-
-        def attribute_part(spans: Table, cpu: int = cpu, mine=mine) -> None:
-            attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
-                                    tasks=tasks)
-            k = len(mine[0])
-            mine[0].append(ParkedTable.park(attribution.annotate(spans),
-                                            directory / f"detours-{cpu}-{k}"))
-            mine[1].append(ParkedTable.park(attribution.causes, directory / f"causes-{cpu}-{k}"))
-            release_free_memory()  # what attributing took (hundreds of bytes a detour)
-
-        windows = coverage.where(cpu=cpu)
-        origin = None  # the CPU's first traced detour: where attribute counts chunks from
-        pending = detours.empty
-        for batch in detours.batches(cpu):
-            starts = batch["start_ns"]
-            if origin is None:
-                traced = inside_windows(starts, starts + batch["duration_ns"], windows)
-                origin = int(starts[traced][0]) if traced.any() else None
-            pending = Table.concat([pending, batch])
-            while pending.rows >= ATTRIBUTED_ROWS:
-                cuts = (np.arange(1, pending.rows) if origin is None else  # all untraced
-                        chunk_starts(np.maximum(pending["start_ns"], origin - CHUNK_NS), origin))
-                cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts.min(initial=0))
-                if not cut:
-                    break  # one chunk: more of it comes
-                attribute_part(pending.filter(slice(0, cut)))
-                pending = pending.filter(slice(cut, None))
-        if pending.rows:
-            attribute_part(pending)
-        annotated.append((cpu, rows, parked(mine[0])))
-        causes.append((cpu, sum(part.rows for part in mine[1]), parked(mine[1])))
+    annotated = [(cpu, rows[cpu], parked(mine)) for cpu, (mine, _) in zip(cpus, explained, strict=True)]
+    causes = [(cpu, sum(part.rows for part in mine), parked(mine))
+              for cpu, (_, mine) in zip(cpus, explained, strict=True)]
     assert detours.empty is not None
     none = attribute(detours.empty, trace, coverage)  # the columns' types
     return (SpooledTable.of(directory / "detours.parquet", none.annotate(detours.empty), annotated),
             SpooledTable.of(directory / "detour_causes.parquet", none.causes, causes))
+
+
+def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage: Table,
+                   injected: Table | None, directory: Path
+                   ) -> tuple[list[ParkedTable], list[ParkedTable]]:
+    """One CPU's part of attribute_in_batches: its parked detours and causes."""
+    labels, tasks = Labels(), {}
+    mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
+
+    def attribute_part(spans: Table) -> None:
+        attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
+                                tasks=tasks)
+        k = len(mine[0])
+        mine[0].append(ParkedTable.park(attribution.annotate(spans),
+                                        directory / f"detours-{cpu}-{k}"))
+        mine[1].append(ParkedTable.park(attribution.causes, directory / f"causes-{cpu}-{k}"))
+        release_free_memory()  # what attributing took (hundreds of bytes a detour)
+
+    windows = coverage.where(cpu=cpu)
+    origin = None  # the CPU's first traced detour: where attribute counts chunks from
+    pending = detours.empty
+    for batch in detours.batches(cpu):
+        starts = batch["start_ns"]
+        if origin is None:
+            traced = inside_windows(starts, starts + batch["duration_ns"], windows)
+            origin = int(starts[traced][0]) if traced.any() else None
+        pending = Table.concat([pending, batch])
+        while pending.rows >= ATTRIBUTED_ROWS:
+            cuts = (np.arange(1, pending.rows) if origin is None else  # all untraced
+                    chunk_starts(np.maximum(pending["start_ns"], origin - CHUNK_NS), origin))
+            cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts.min(initial=0))
+            if not cut:
+                break  # one chunk: more of it comes
+            attribute_part(pending.filter(slice(0, cut)))
+            pending = pending.filter(slice(cut, None))
+    if pending.rows:
+        attribute_part(pending)
+    return mine
 
 
 def invisible_to_the_kernel(injections: Table | None) -> Table | None:

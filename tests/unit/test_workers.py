@@ -1,0 +1,165 @@
+"""Parts of an analysis in worker processes: the results are those of one
+process, errors and stops reach the parent, and no worker outlives it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from noisescope.tables import SpooledTable, Table
+from noisescope.trace import scanning
+from noisescope.trace.attribute import attribute
+from noisescope.trace.events import Symbols
+from noisescope.trace.session import Recording, TraceClock, TraceSession
+from noisescope.trace.tracefs import process_alive
+from noisescope.workers import run_parts, worker_count
+
+from .test_trace_events import CAPTURE, load_capture
+
+
+def test_parts_run_in_other_processes_and_come_back_in_order():
+    parent = os.getpid()
+    results = run_parts(lambda part: (part * part, os.getpid()), list(range(12)), 3)
+    assert [square for square, _ in results] == [p * p for p in range(12)]
+    workers = {pid for _, pid in results}
+    assert parent not in workers and 1 <= len(workers) <= 3
+    assert all(not process_alive(pid) for pid in workers)
+    # one worker, or one part: no process is started
+    assert {pid for _, pid in run_parts(lambda part: (part, os.getpid()), [1, 2], 1)} == {parent}
+    assert run_parts(lambda part: os.getpid(), [7], 4) == [parent]
+
+
+def test_the_worker_count_is_bounded_by_parts_cpus_and_the_limit():
+    cpus = len(os.sched_getaffinity(0))
+    assert worker_count(1) == 1
+    assert 1 <= worker_count(1_000) <= cpus
+    assert worker_count(1_000, limit=1) == 1
+    assert worker_count(0) == 1
+
+
+class Broken(Exception):
+    pass
+
+
+def _fail_on_three(part: int) -> int:
+    if part == 3:
+        raise Broken(f"part {part}")
+    time.sleep(0.05)
+    return part
+
+
+def test_a_workers_error_reaches_the_parent_as_itself():
+    with pytest.raises(Broken, match="part 3"):
+        run_parts(_fail_on_three, list(range(8)), 2)
+
+
+def test_the_parts_of_a_killed_worker_are_done_by_the_parent():
+    parent = os.getpid()
+
+    def dies_on_two(part: int) -> tuple[int, int]:
+        if part == 2 and os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+        return part, os.getpid()
+
+    results = run_parts(dies_on_two, list(range(6)), 2)
+    assert [part for part, _ in results] == list(range(6))
+    assert {pid for part, pid in results if part % 2 == 0} == {parent}  # the killed one's share
+    assert parent not in {pid for part, pid in results if part % 2 == 1}
+
+
+STOPPED_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    from noisescope import interrupts
+    from noisescope.workers import run_parts
+
+    directory = Path(sys.argv[1])
+
+    def slow(part):
+        (directory / f"worker-{os.getpid()}").touch()
+        time.sleep(60)
+        return part
+
+    with interrupts.keeping():
+        stage = interrupts.Stage()
+        result = stage.run("the parts", lambda: run_parts(slow, list(range(6)), 2))
+        print("cut short:", stage.cut_short, "result:", result, flush=True)
+""")
+
+
+def test_a_stop_ends_the_workers_and_the_parent_keeps_going(tmp_path):
+    """A Ctrl-C reaches the whole process group: the workers ignore it, the
+    parent stops the step (Stage) and ends them, then goes on."""
+    script = tmp_path / "stopped.py"
+    script.write_text(STOPPED_SCRIPT)
+    child = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("worker-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+    assert len(workers) == 2, "the workers did not start"
+    os.killpg(child.pid, signal.SIGINT)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 0, err
+    assert "cut short: the parts result: None" in out
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while any(process_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(process_alive(pid) for pid in workers)
+
+
+def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monkeypatch):
+    """Four CPUs' detours attributed in 1 and in 3 processes, in parts of about
+    200 detours, and all at once in one call: the same tables, row for row
+    (each CPU numbers its causes itself in a worker; the order of a
+    detour's causes is that of the causes, not of their numbering)."""
+    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 200)
+    formats, layout, pages, _, clock = load_capture()
+    [data] = pages.values()
+    cpus = (0, 1, 2, 3)
+    session = TraceSession(cpus, clock, symbols=Symbols(CAPTURE / "kallsyms"))
+    session.formats, session.layout = formats, layout
+    session.trace_clock = TraceClock("x86-tsc", clock)
+    files = {}
+    for cpu in cpus:  # the captured CPU's pages, as if every CPU had recorded them
+        files[cpu] = tmp_path / f"rec.cpu{cpu}.raw"
+        files[cpu].write_bytes(data)
+    capture = session.decode(Recording(0, 2**62, {cpu: 0 for cpu in cpus}, files))
+    trace = session.recorded_events([capture])
+    events = capture.events.events
+    random = np.random.default_rng(15)
+    detours = {}
+    for cpu in cpus:  # detours over different events on each CPU: their causes differ
+        times = np.sort(random.choice(events["timestamp_ns"][events["cpu"] == cpu], 600,
+                                      replace=False))
+        detours[cpu] = Table({"cpu": np.full(len(times), cpu, np.int32),
+                              "start_ns": times - 300,
+                              "duration_ns": random.integers(1_000, 40_000, len(times))})
+    empty = detours[0].filter(slice(0, 0))
+    spooled = SpooledTable.of(tmp_path / "detours.parquet", empty, [
+        (cpu, table.rows, lambda table=table: iter([table.filter(slice(0, 250)),
+                                                    table.filter(slice(250, None))]))
+        for cpu, table in detours.items()])
+    results = []
+    for workers in (1, 3):
+        annotated, causes = scanning.attribute_in_batches(
+            spooled, trace, capture.coverage, None, tmp_path / f"attributed-{workers}", workers)
+        results.append((annotated.load(), causes.load()))
+    at_once = attribute(Table.concat(list(detours.values())), trace, capture.coverage)
+    expected = (at_once.annotate(Table.concat(list(detours.values()))), at_once.causes)
+    assert expected[1].rows > 2 * expected[0].rows  # detours of several causes
+    assert len(set(expected[1]["detail"].tolist())) > 5
+    for annotated, causes in results:
+        for got, want in zip((annotated, causes), expected, strict=True):
+            assert got.columns == want.columns
+            for name in want.columns:
+                assert np.array_equal(got[name], want[name]), name
