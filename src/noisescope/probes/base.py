@@ -309,12 +309,19 @@ def busy_diagnostics(probe: str, summaries: list[dict]) -> list[Diagnostic]:
     return notes
 
 
-def overflow_diagnostics(summaries: list[dict], items: str, limit: int | None,
-                         ring: int) -> list[Diagnostic]:
-    """Samples a CPU counted but did not store: beyond the limit asked for, or
-    because its ring of `ring` slots was full (the drainer fell behind)."""
-    why = (f"beyond the limit of {limit} per CPU" if limit is not None else
-           f"while its buffer of {ring} was full (the copying out of it fell behind)")
-    return [Diagnostic(Code.BUFFER_OVERFLOW,
-                       f"CPU {s['cpu']}: {s['overflow']} {items} were counted but not stored, {why}")
-            for s in summaries if s["overflow"]]
+def overflow_diagnostics(summaries: list[dict], items: str, limit: int | None, ring: int,
+                         done: Execution) -> list[Diagnostic]:
+    """Samples a CPU counted but did not store: once writing them to the
+    run's spool failed (a full disk), beyond the limit asked for, or because
+    its ring of `ring` slots was full (the drainer fell behind)."""
+    spool = done.run.spool
+    code = Code.BUFFER_OVERFLOW
+    if spool is not None and spool.failure is not None:
+        code, why = Code.WRITE_FAILED, (f"after writing them to {spool.directory} failed "
+                                        f"({spool.failure.strerror})")
+    elif limit is not None:
+        why = f"beyond the limit of {limit} per CPU"
+    else:
+        why = f"while its buffer of {ring} was full (the copying out of it fell behind)"
+    return [Diagnostic(code, f"CPU {s['cpu']}: {s['overflow']} {items} were counted but not stored, "
+                             f"{why}") for s in summaries if s["overflow"]]

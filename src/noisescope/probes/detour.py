@@ -121,7 +121,7 @@ class DetourProbe(Probe):
                     settings: DetourSettings) -> list[Diagnostic]:
         return (busy_diagnostics(self.name, summaries)
                 + overflow_diagnostics(summaries, "detours", settings.max_detours,
-                                       self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
+                                       self.ring_size(settings, ctx.schedule, len(ctx.cpus)), done)
                 + clock_backwards_diagnostics(done.run.samplers))
 
 

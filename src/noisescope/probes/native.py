@@ -88,20 +88,22 @@ class _Drain:
             wrapped = max(0, begin + count - len(first))
             pieces = [(ring[begin:begin + count - wrapped], ring[:wrapped])
                       for ring in (first, second)]
-            if self.spool is not None:
-                for index in (0, 1):  # up to the ring's end, then from its start
-                    self.spool.append(i, pieces[0][index], pieces[1][index])
+            if self.spool is not None:  # up to the ring's end, then from its start; a full
+                # disk stores none of them (the spool says so), nor any later ones
+                self.kept[i] += sum(self.spool.append(i, pieces[0][index], pieces[1][index])
+                                    for index in (0, 1))
             else:
                 self.parts[i].append(tuple(  # type: ignore[arg-type]
                     np.concatenate(piece) for piece in pieces))
-            self.kept[i] += count
+                self.kept[i] += count
             self.slots[i, _native.SLOT_TAKEN] = taken + count  # after the copy: the slots are free
 
     def hand_back(self, samplers: list[dict]) -> None:
         """Put every CPU's samples, in order, where its spec's ring was (or, with a
         spool, leave them there: the ring buffers are dropped), and count what
-        was published but not kept (over the limit) as not stored; the samples
-        before the first one lost are those with no gap among them."""
+        was published but not kept (over the limit, or not spooled: the disk
+        filled) as not stored; the samples before the first one lost are those
+        with no gap among them."""
         if self.spool is not None:
             self.spool.close()
         for spec, result, parts, kept in zip(self.specs, samplers, self.parts, self.kept,

@@ -100,7 +100,7 @@ class _QuantumProbe(Probe):
                     settings: QuantumSettings) -> list[Diagnostic]:
         return busy_diagnostics(self.name, summaries) + overflow_diagnostics(
             summaries, f"{self.name} samples", None,
-            self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
+            self.ring_size(settings, ctx.schedule, len(ctx.cpus)), done)
 
 
 class FtqProbe(_QuantumProbe):

@@ -127,7 +127,7 @@ class TimerlatProbe(Probe):
         # No machine_busy check: a sleeper's run delay is its wakeup path, the
         # latency being measured, not time other tasks took.
         return overflow_diagnostics(summaries, "timerlat latencies", None,
-                                    self.ring_size(settings, ctx.schedule, len(ctx.cpus)))
+                                    self.ring_size(settings, ctx.schedule, len(ctx.cpus)), done)
 
 
 TIMERLAT = TimerlatProbe()
