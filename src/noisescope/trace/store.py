@@ -2,7 +2,7 @@
 
 A busy machine records tens of thousands of events a second per CPU: too
 many to hold for a long scan. `EventSpool` writes them batch by batch to two
-Parquet files (one row group per batch of one CPU, so reading a CPU and a
+Parquet files (row groups of one CPU, so reading a CPU and a
 time range skips the rest), and the bundle links (or copies) the files in. Readers get
 events by CPU and time range from any kind of source:
 
@@ -17,12 +17,19 @@ events by CPU and time range from any kind of source:
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from ..tables import Table
 from .events import RawDecoder, TraceEvents
+
+QUEUED_BATCHES = 2  # decoded batches waiting for the spool's writer thread
+ROW_GROUP_ROWS = 1 << 16  # events of a CPU gathered into one row group, at least
 
 
 class EventSource(Protocol):
@@ -37,7 +44,7 @@ class EventSource(Protocol):
 class ParquetEvents:
     """Events in Parquet files (tables `events` and `sched_switch`), read by
     row group: those whose statistics overlap the CPU and time range asked
-    for (the spool writes one row group per batch of one CPU)."""
+    for (the spool writes row groups of one CPU)."""
 
     events_path: Path
     switches_path: Path
@@ -147,20 +154,79 @@ class RecordedEvents:
 @dataclass
 class EventSpool:
     """Appends TraceEvents batches to Parquet files in `directory`, each under
-    a temporary name until finish(): a file under its own name is whole."""
+    a temporary name until finish(): a file under its own name is whole.
+
+    The batches are encoded and compressed by a writer thread (pyarrow lets
+    go of the GIL there) while the caller decodes the next ones; at most
+    QUEUED_BATCHES wait for it. A write's error comes out of the next
+    append() or of finish()."""
 
     directory: Path
     _writers: dict[str, object] = field(default_factory=dict)
+    _queue: queue.Queue | None = field(default=None, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+    _failure: BaseException | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.source = ParquetEvents(self.directory / "events.parquet",
                                     self.directory / "sched_switch.parquet")
 
     def append(self, batch: TraceEvents) -> None:
-        for name, table, path in (("events", batch.events, self.source.events_path),
-                                  ("sched_switch", batch.switches, self.source.switches_path)):
-            if table.rows:
-                self._write(name, table, path)
+        self._raise_failure()
+        if self._thread is None:
+            self._queue = queue.Queue(maxsize=QUEUED_BATCHES)
+            self._thread = threading.Thread(target=self._write_queued, name="noisescope-spool",
+                                            daemon=True)
+            self._thread.start()
+        assert self._queue is not None
+        self._queue.put(batch)
+
+    def _write_queued(self) -> None:
+        """The writer thread. Batches of one CPU are gathered into row groups of
+        ROW_GROUP_ROWS events or more: the writer holds some 10 KB of metadata
+        per row group until the file is closed, which at a batch's 15,000
+        events was 400 MB for the 256-CPU minute (bench/many_cpus.py)."""
+        assert self._queue is not None
+        files = (("events", self.source.events_path), ("sched_switch", self.source.switches_path))
+        gathered: dict[str, tuple[object, list[Table]]] = {}  # name -> (its CPU, tables)
+
+        def flush(name: str, path: Path) -> None:
+            _, tables = gathered.pop(name, (None, []))
+            if tables:
+                self._write(name, Table.concat(tables), path)
+
+        while (batch := self._queue.get()) is not None:
+            if self._failure is not None:
+                continue  # the rest is not written; the caller hears of the failure
+            try:
+                for (name, path), table in zip(files, (batch.events, batch.switches), strict=True):
+                    if not table.rows:
+                        continue
+                    cpus = np.unique(table["cpu"])
+                    cpu = int(cpus[0]) if len(cpus) == 1 else None  # None: several (text)
+                    if cpu is None or gathered.get(name, (cpu, []))[0] != cpu:
+                        flush(name, path)
+                    gathered.setdefault(name, (cpu, []))[1].append(table)
+                    if cpu is None or sum(t.rows for t in gathered[name][1]) >= ROW_GROUP_ROWS:
+                        flush(name, path)
+                if batch is _FLUSH:
+                    for name, path in files:
+                        flush(name, path)
+            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+                self._failure = error
+
+    def _written(self) -> None:
+        """Wait until the writer thread has written what was queued, and end it."""
+        if self._thread is not None:
+            assert self._queue is not None
+            self._queue.put(_FLUSH)
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
     def _write(self, name: str, table: Table, path: Path) -> None:
         import pyarrow.parquet as pq
@@ -174,6 +240,7 @@ class EventSpool:
 
     def discard(self) -> None:
         """Close and remove the files (a spool cut short)."""
+        self._written()
         for writer in self._writers.values():
             try:
                 writer.close()
@@ -185,6 +252,8 @@ class EventSpool:
 
     def finish(self) -> ParquetEvents:
         """Close the files (empty tables are written too); the source to read."""
+        self._written()
+        self._raise_failure()
         empty = TraceEvents.empty()
         for name, table, path in (("events", empty.events, self.source.events_path),
                                   ("sched_switch", empty.switches, self.source.switches_path)):
@@ -193,6 +262,9 @@ class EventSpool:
             self._writers.pop(name).close()
             os.rename(_unfinished(path), path)
         return self.source
+
+
+_FLUSH = TraceEvents.empty()  # queued: write what is gathered
 
 
 def _unfinished(path: Path) -> Path:
