@@ -52,6 +52,7 @@ from noisescope import interrupts
 from noisescope.analysis.spectrum import bundle_spectra, store_spectra
 from noisescope.clock import MeasurementClock
 from noisescope.host import live_host_facts
+from noisescope.memory import release_free_memory
 from noisescope.probes.base import ProbeResult
 from noisescope.probes.detour import BUCKET_LOWER_TICKS, HOURGLASS_NS, _histogram_table
 from noisescope.probes.schedule import plan_windows
@@ -126,15 +127,15 @@ def spooled_detours(cpu: int, detours: Table, directory: Path):
     directory.mkdir(exist_ok=True)
     for name in detours.columns:
         np.save(directory / f"{cpu}-{name}.npy", detours[name])
+    names, rows = detours.columns, detours.rows  # not the table: the files hold it
 
     def batches():
-        columns = {name: np.load(directory / f"{cpu}-{name}.npy", mmap_mode="r")
-                   for name in detours.columns}
-        for first in range(0, detours.rows, SPOOL_BATCH):
+        columns = {name: np.load(directory / f"{cpu}-{name}.npy", mmap_mode="r") for name in names}
+        for first in range(0, rows, SPOOL_BATCH):
             yield Table({name: np.array(values[first:first + SPOOL_BATCH])
                          for name, values in columns.items()})
 
-    return cpu, detours.rows, batches
+    return cpu, rows, batches
 
 
 def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.ndarray,
@@ -258,6 +259,7 @@ def post_process(cpus: int, seconds: float, destination: Path, workers: int | No
     tracing = recorded_trace(capture, cpu_list, shifts, workdir, workers)
     result = probe_result(capture, cpu_list, schedule, shifts, workdir)
     made_s = time.perf_counter() - began
+    release_free_memory()  # what synthesising took: the scan's process never held it
     stages: dict[str, tuple[float, float]] = {}
     decode = tracing._decode  # timed on its own: the rest of build_bundle is attribution
 
