@@ -22,7 +22,7 @@ post-processing runs as `scan._measure` calls it for a scan with a bundle
 `scan.build_bundle` (the trace decoded once to count it and write its events
 to Parquet: `decode`; the detours explained from the pages, decoded again:
 `attribution`, in `procs` worker processes, a CPU at a time), the spectra
-(`bundle_spectra`, in as many workers), the bundle written with its
+(`bundle_spectra`, in worker processes too), the bundle written with its
 tables out of memory (`write`), and `noisescope report` in its own process as
 scan runs it (`report`). Printed: seconds and peak memory of each stage (RSS;
 for the stages with workers, the sum of the processes' proportional set sizes

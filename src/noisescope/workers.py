@@ -29,7 +29,8 @@ from . import interrupts
 Part = TypeVar("Part")
 Result = TypeVar("Result")
 
-MEMORY_PER_WORKER = 1 << 30  # bytes a worker may need at most (the 256-CPU benchmark: < 400 MiB)
+MEMORY_PER_WORKER = 1 << 30  # bytes a worker may need, at most (those of the 256-CPU minute:
+# about 35 MiB each beside the pages they share with the scan's process)
 
 
 def worker_count(parts: int, limit: int | None = None) -> int:

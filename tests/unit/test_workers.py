@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from noisescope.tables import SpooledTable, Table
+from noisescope.tables import ParkedTable, SpooledTable, Table
 from noisescope.trace import scanning
 from noisescope.trace.attribute import attribute
 from noisescope.trace.events import Symbols
@@ -117,12 +117,26 @@ def test_a_stop_ends_the_workers_and_the_parent_keeps_going(tmp_path):
     assert not any(process_alive(pid) for pid in workers)
 
 
-def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monkeypatch):
+@pytest.mark.parametrize("killed", [False, True])
+def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monkeypatch, killed):
     """Four CPUs' detours attributed in 1 and in 3 processes, in parts of about
     200 detours, and all at once in one call: the same tables, row for row
     (each CPU numbers its causes itself in a worker; the order of a
-    detour's causes is that of the causes, not of their numbering)."""
+    detour's causes is that of the causes, not of their numbering). Killed:
+    the worker of CPU 2 dies after parking two parts, which the scan's own
+    process then explains again."""
     monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 200)
+    if killed:
+        park, parent = ParkedTable.park, os.getpid()
+
+        def dying_park(table, path):
+            parked = park(table, path)
+            if os.getpid() != parent and (path.parent.name, path.name) == ("cpu2", "causes-1"):
+                (tmp_path / f"killed-{os.getpid()}").touch()
+                os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+            return parked
+
+        monkeypatch.setattr(ParkedTable, "park", dying_park)
     formats, layout, pages, _, clock = load_capture()
     [data] = pages.values()
     cpus = (0, 1, 2, 3)
@@ -154,6 +168,7 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
         annotated, causes = scanning.attribute_in_batches(
             spooled, trace, capture.coverage, None, tmp_path / f"attributed-{workers}", workers)
         results.append((annotated.load(), causes.load()))
+    assert len(list(tmp_path.glob("killed-*"))) == (1 if killed else 0)  # with 3 workers
     at_once = attribute(Table.concat(list(detours.values())), trace, capture.coverage)
     expected = (at_once.annotate(Table.concat(list(detours.values()))), at_once.causes)
     assert expected[1].rows > 2 * expected[0].rows  # detours of several causes

@@ -438,17 +438,20 @@ def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Ta
 def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage: Table,
                    injected: Table | None, directory: Path
                    ) -> tuple[list[ParkedTable], list[ParkedTable]]:
-    """One CPU's part of attribute_in_batches: its parked detours and causes."""
+    """One CPU's part of attribute_in_batches: its parked detours and causes,
+    in a directory of its own (emptied first: a worker killed on the way may
+    have left some, and the scan does its CPUs again)."""
     labels, tasks = Labels(), {}
     mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
+    parked = directory / f"cpu{cpu}"
+    shutil.rmtree(parked, ignore_errors=True)
 
     def attribute_part(spans: Table) -> None:
         attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
                                 tasks=tasks)
         k = len(mine[0])
-        mine[0].append(ParkedTable.park(attribution.annotate(spans),
-                                        directory / f"detours-{cpu}-{k}"))
-        mine[1].append(ParkedTable.park(attribution.causes, directory / f"causes-{cpu}-{k}"))
+        mine[0].append(ParkedTable.park(attribution.annotate(spans), parked / f"detours-{k}"))
+        mine[1].append(ParkedTable.park(attribution.causes, parked / f"causes-{k}"))
         release_free_memory()  # what attributing took (hundreds of bytes a detour)
 
     windows = coverage.where(cpu=cpu)
