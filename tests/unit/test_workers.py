@@ -3,6 +3,8 @@ process, errors and stops reach the parent, and no worker outlives it."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +24,9 @@ from noisescope.trace.tracefs import process_alive
 from noisescope.workers import run_parts, worker_count
 
 from .test_trace_events import CAPTURE, load_capture
+
+# the module (noisescope.trace.attribute is also the name of its function)
+attribute_module = importlib.import_module("noisescope.trace.attribute")
 
 
 def test_parts_run_in_other_processes_and_come_back_in_order():
@@ -120,12 +125,13 @@ def test_a_stop_ends_the_workers_and_the_parent_keeps_going(tmp_path):
 @pytest.mark.parametrize("killed", [False, True])
 def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monkeypatch, killed):
     """Four CPUs' detours attributed in 1 and in 3 processes, in parts of about
-    200 detours, and all at once in one call: the same tables, row for row
-    (each CPU numbers its causes itself in a worker; the order of a
-    detour's causes is that of the causes, not of their numbering). Killed:
-    the worker of CPU 2 dies after parking two parts, which the scan's own
-    process then explains again."""
-    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 200)
+    80 detours cut where chunks of 10 ms end, and all at once in one call:
+    the same tables, row for row (each CPU numbers its causes itself in a
+    worker; the order of a detour's causes is that of the causes, not of their
+    numbering). Killed: the worker of CPU 2 dies after parking two parts, and
+    the scan's own process explains that CPU again."""
+    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 80)
+    monkeypatch.setattr(attribute_module, "CHUNK_NS", 10_000_000)
     if killed:
         park, parent = ParkedTable.park, os.getpid()
 
@@ -149,19 +155,18 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
         files[cpu].write_bytes(data)
     capture = session.decode(Recording(0, 2**62, {cpu: 0 for cpu in cpus}, files))
     trace = session.recorded_events([capture])
-    events = capture.events.events
-    random = np.random.default_rng(15)
+    run = json.loads((CAPTURE / "run.json").read_text())
+    starts, durations = (np.array(run["detours"][c], np.int64) for c in ("start_ns", "duration_ns"))
     detours = {}
-    for cpu in cpus:  # detours over different events on each CPU: their causes differ
-        times = np.sort(random.choice(events["timestamp_ns"][events["cpu"] == cpu], 600,
-                                      replace=False))
-        detours[cpu] = Table({"cpu": np.full(len(times), cpu, np.int32),
-                              "start_ns": times - 300,
-                              "duration_ns": random.integers(1_000, 40_000, len(times))})
+    for cpu, chosen in zip(cpus, reversed(np.array_split(np.arange(len(starts)), len(cpus))),
+                           strict=True):  # a quarter of the captured detours each, the last
+        # on CPU 0: each CPU meets the causes in another order than all CPUs together do
+        detours[cpu] = Table({"cpu": np.full(len(chosen), cpu, np.int32),
+                              "start_ns": starts[chosen], "duration_ns": durations[chosen]})
     empty = detours[0].filter(slice(0, 0))
     spooled = SpooledTable.of(tmp_path / "detours.parquet", empty, [
-        (cpu, table.rows, lambda table=table: iter([table.filter(slice(0, 250)),
-                                                    table.filter(slice(250, None))]))
+        (cpu, table.rows, lambda table=table: iter([table.filter(slice(0, 120)),
+                                                    table.filter(slice(120, None))]))
         for cpu, table in detours.items()])
     results = []
     for workers in (1, 3):
@@ -169,6 +174,7 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
             spooled, trace, capture.coverage, None, tmp_path / f"attributed-{workers}", workers)
         results.append((annotated.load(), causes.load()))
     assert len(list(tmp_path.glob("killed-*"))) == (1 if killed else 0)  # with 3 workers
+    assert len(list((tmp_path / "attributed-1" / "cpu2").glob("causes-*"))) >= 3  # parts
     at_once = attribute(Table.concat(list(detours.values())), trace, capture.coverage)
     expected = (at_once.annotate(Table.concat(list(detours.values()))), at_once.causes)
     assert expected[1].rows > 2 * expected[0].rows  # detours of several causes
