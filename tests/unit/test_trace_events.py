@@ -120,6 +120,54 @@ def test_walk_pages_follows_every_record_kind():
     assert walked.offsets.tolist() == [16 + 4, 16 + 16 + 8 + 12 + 8, 16 + 16 + 8 + 12 + 48 + 8 + 4]
 
 
+def _record(delta: int, payload: bytes) -> bytes:
+    """A data record: header word (its length in words) and payload, padded to words."""
+    payload = payload.ljust(-(-len(payload) // 4) * 4, b"\0")
+    return _header(len(payload) // 4, delta) + payload
+
+
+def _irq_entry(pid: int, irq: int, name: bytes, loc: int | None = None) -> bytes:
+    """irq_handler_entry (fixture format 225): its name a __data_loc string after the fields."""
+    where = loc if loc is not None else (len(name) << 16) | 16
+    return struct.pack("=HBBiiI", 225, 0, 0, pid, irq, where) + name
+
+
+def _switch(prev: bytes, prev_pid: int, state: int, next_: bytes, next_pid: int) -> bytes:
+    return (struct.pack("=HBBi", 372, 0, 0, prev_pid) + prev.ljust(16, b"\0")
+            + struct.pack("=iiq", prev_pid, 120, state) + next_.ljust(16, b"\0")
+            + struct.pack("=ii", next_pid, 120))
+
+
+def test_the_native_decoder_reads_every_field_as_the_formats_say():
+    formats, layout, *_ = load_capture()
+    records = [
+        _record(10, _irq_entry(7, 11, b"eth0\0")),
+        _record(0, struct.pack("=HBBi", 9999, 0, 0, 5)),  # a format the decoder does not know
+        _record(1, _switch(b"a\0b", 7, 1, b"swapper/1", 0)),  # an inner NUL is kept
+        _record(0, struct.pack("=HBBi", 224, 0, 0, 7) + struct.pack("=ii", 11, 1)),  # irq exit
+        _record(0, struct.pack("=HBBi", 165, 0, 0, 7) + b"\0" * 4),  # local_timer_entry, same time
+        _record(3, _irq_entry(8, 12, b"virtio", loc=(64 << 16) | 0xFFF0)),  # points past the data
+        _record(1, _irq_entry(9, 13, b"eth0\0")),
+    ]
+    page = _page(records, 1000)
+    decoded = decode_raw({3: page}, formats, layout, identity)[0]
+    events, switches = decoded.events, decoded.switches
+    # at equal times (1011) by format id: local_timer_entry (165) before irq_handler_exit (224)
+    assert events["event"].tolist() == ["irq_handler_entry", "local_timer_entry",
+                                        "irq_handler_exit", "irq_handler_entry",
+                                        "irq_handler_entry"]
+    assert events["timestamp_ns"].tolist() == [1010, 1011, 1011, 1014, 1015]
+    assert events["pid"].tolist() == [7, 7, 7, 8, 9] and events["cpu"].tolist() == [3] * 5
+    assert events["number"].tolist() == [11, 0, 11, 12, 13]
+    # a __data_loc string ends at its NUL; one pointing past the data is empty
+    assert events["name"].tolist() == ["eth0", "", "", "", "eth0"]
+    assert events["name"][0] is events["name"][4]  # one str object per distinct text
+    assert switches["prev_comm"].tolist() == ["a\x00b"] and switches["next_comm"].tolist() == [
+        "swapper/1"]
+    assert switches["prev_state"].tolist() == ["S"] and switches["next_pid"].tolist() == [0]
+    assert switches["timestamp_ns"].tolist() == [1011] and switches["prev_prio"].tolist() == [120]
+
+
 def test_walk_pages_counts_pages_after_lost_events():
     page = bytearray(_page([_header(3, 1) + b"\0" * 12], 5))
     struct.pack_into("=Q", page, 8, 16 | (1 << 31))  # RB_MISSED_EVENTS

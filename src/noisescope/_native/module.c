@@ -590,6 +590,104 @@ done:
     return result;
 }
 
+/* The records' fields, for trace.events.RawDecoder: see ns_decode_records. */
+_Static_assert(sizeof(struct ns_record_format) == (1 + 5 * NS_RECORD_FIELDS) * sizeof(int64_t),
+               "a record format is a row of int64");
+
+enum { DECODED_ROWS = 2 + NS_RECORD_FIELDS }; /* stamp, slot, then the fields */
+
+/* A C-contiguous 2-D int64 array of `rows` rows, borrowed: its row length. */
+static int borrow_rows(PyObject *value, const char *name, size_t rows, int flags,
+                       struct borrowed *b, int64_t **data, size_t *columns)
+{
+    struct ns_series series;
+    if (borrow_buffer(value, name, flags, b, &series) < 0)
+        return -1;
+    Py_buffer *view = &b->views[b->used - 1];
+    if (view->ndim != 2 || (size_t)view->shape[0] != rows) {
+        PyErr_Format(PyExc_ValueError, "decode_records: '%s' must have %zu rows", name, rows);
+        return -1;
+    }
+    *data = (int64_t *)series.data;
+    *columns = (size_t)view->shape[1];
+    return 0;
+}
+
+static PyObject *native_decode_records(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer data, slot_of_id;
+    PyObject *offsets_obj, *stamps_obj, *formats_obj, *events_obj, *switches_obj, *keys_obj;
+    if (!PyArg_ParseTuple(args, "y*OOy*OOOO", &data, &offsets_obj, &stamps_obj, &slot_of_id,
+                          &formats_obj, &events_obj, &switches_obj, &keys_obj))
+        return NULL;
+    Py_buffer views[6];
+    struct borrowed b = {views, 0, 6};
+    PyObject *result = NULL;
+    struct ns_series offsets, stamps, formats;
+    int64_t *decoded[NS_ROLES] = {NULL}, *keys;
+    size_t room[NS_ROLES] = {0}, key_room;
+    if (slot_of_id.len != 65536 * (Py_ssize_t)sizeof(int16_t)) {
+        PyErr_SetString(PyExc_ValueError, "decode_records: slot_of_id must hold 65536 int16");
+        goto done;
+    }
+    if (borrow_buffer(offsets_obj, "offsets", 0, &b, &offsets) < 0 ||
+        borrow_buffer(stamps_obj, "stamps", 0, &b, &stamps) < 0 ||
+        borrow_buffer(formats_obj, "formats", 0, &b, &formats) < 0 ||
+        borrow_rows(events_obj, "events", DECODED_ROWS, PyBUF_WRITABLE, &b,
+                    &decoded[NS_ROLE_EVENT], &room[NS_ROLE_EVENT]) < 0 ||
+        borrow_rows(switches_obj, "switches", DECODED_ROWS, PyBUF_WRITABLE, &b,
+                    &decoded[NS_ROLE_SWITCH], &room[NS_ROLE_SWITCH]) < 0 ||
+        borrow_rows(keys_obj, "keys", 3, PyBUF_WRITABLE, &b, &keys, &key_room) < 0)
+        goto done;
+    size_t n = offsets.capacity < stamps.capacity ? offsets.capacity : stamps.capacity;
+    size_t n_formats = formats.capacity / (1 + 5 * NS_RECORD_FIELDS);
+    if (room[NS_ROLE_EVENT] < n || room[NS_ROLE_SWITCH] < n || key_room < NS_RECORD_FIELDS * n) {
+        PyErr_SetString(PyExc_ValueError, "decode_records: no room for every record");
+        goto done;
+    }
+    const int16_t *slots = slot_of_id.buf;
+    for (size_t r = 0; r < n; r++) { /* a payload inside the data (ns_walk_pages gives them) */
+        int64_t at = ((const int64_t *)offsets.data)[r];
+        if (at < 0 || (size_t)at > (size_t)data.len) {
+            PyErr_Format(PyExc_ValueError, "decode_records: offset %zu is outside the data", r);
+            goto done;
+        }
+    }
+    for (size_t k = 0; k < 65536; k++) {
+        if (slots[k] >= (int16_t)n_formats && slots[k] >= 0) {
+            PyErr_SetString(PyExc_ValueError, "decode_records: a slot has no format");
+            goto done;
+        }
+    }
+    struct ns_decoded out[NS_ROLES] = {{0}};
+    for (int role = NS_ROLE_EVENT; role < NS_ROLES; role++) {
+        int64_t *rows = decoded[role];
+        out[role].stamp = (uint64_t *)rows;
+        out[role].slot = rows + room[role];
+        for (int f = 0; f < NS_RECORD_FIELDS; f++)
+            out[role].value[f] = rows + (2 + f) * room[role];
+    }
+    struct ns_record_keys found = {keys, keys + key_room, keys + 2 * key_room, 0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = ns_decode_records(data.buf, (size_t)data.len, (const int64_t *)offsets.data,
+                               stamps.data, n, slots,
+                               (const struct ns_record_format *)formats.data, n_formats, out,
+                               &found);
+    Py_END_ALLOW_THREADS
+    if (status < 0)
+        PyErr_NoMemory();
+    else
+        result = Py_BuildValue("nnn", (Py_ssize_t)out[NS_ROLE_EVENT].count,
+                               (Py_ssize_t)out[NS_ROLE_SWITCH].count, (Py_ssize_t)found.count);
+done:
+    borrowed_release_views(&b);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&slot_of_id);
+    return result;
+}
+
 static PyObject *native_cpuid(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1224,6 +1322,9 @@ static PyMethodDef methods[] = {
      "walk_pages(pages, (timestamp_offset, commit_offset, commit_size, data_offset, page_size), "
      "offsets, stamps) -> (records, missed pages): each data record's payload offset and time "
      "stamp into the two 64-bit arrays (those beyond their length are counted, not written)."},
+    {"decode_records", native_decode_records, METH_VARARGS,
+     "decode_records(data, offsets, stamps, slot_of_id, formats, events, switches, keys) -> "
+     "(events, switches, keys): the fields of the records (pages.h ns_decode_records)."},
     {"cpuid", native_cpuid, METH_VARARGS, "CPUID (leaf, subleaf) -> (eax, ebx, ecx, edx)."},
     {"mlockall", native_mlockall, METH_NOARGS, "mlockall(); returns 0 or errno."},
     {"munlockall", native_munlockall, METH_NOARGS, "munlockall(); returns 0 or errno."},
@@ -1275,6 +1376,11 @@ static int add_replay_constants(PyObject *m)
         {"ACT_POP", NS_ACT_POP}, {"ACT_HRTIMER", NS_ACT_HRTIMER},
         {"ACT_OWNER_WAKEUP", NS_ACT_OWNER_WAKEUP},
         {"KIND_FAULT", NS_KIND_FAULT}, {"KIND_OVERLAY", NS_KIND_OVERLAY},
+        {"FIELD_ABSENT", NS_FIELD_ABSENT}, {"FIELD_INT", NS_FIELD_INT},
+        {"FIELD_BYTES", NS_FIELD_BYTES}, {"FIELD_DATA_LOC", NS_FIELD_DATA_LOC},
+        {"FIELD_INT_KEY", NS_FIELD_INT_KEY}, {"RECORD_FIELDS", NS_RECORD_FIELDS},
+        {"ROLE_IGNORED", NS_ROLE_IGNORED}, {"ROLE_EVENT", NS_ROLE_EVENT},
+        {"ROLE_SWITCH", NS_ROLE_SWITCH},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (PyModule_AddIntConstant(m, codes[i].name, codes[i].value) < 0)

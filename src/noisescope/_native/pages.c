@@ -81,3 +81,180 @@ size_t ns_walk_pages(const uint8_t *data, size_t size, const struct ns_page_layo
     }
     return found;
 }
+
+/* -- the records' fields -- */
+
+#include <stdlib.h>
+
+static int64_t int_at(const uint8_t *p, int64_t size, int is_signed)
+{
+    switch (size) {
+    case 1:
+        return is_signed ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
+    case 2: {
+        uint16_t v;
+        memcpy(&v, p, sizeof v);
+        return is_signed ? (int64_t)(int16_t)v : (int64_t)v;
+    }
+    case 4: {
+        uint32_t v = u32_at(p);
+        return is_signed ? (int64_t)(int32_t)v : (int64_t)v;
+    }
+    case 8:
+        return (int64_t)u64_at(p);
+    default:
+        return 0;
+    }
+}
+
+/* The distinct keys of one call: an open-addressing table of their numbers. */
+struct key_table {
+    const uint8_t *data;
+    struct ns_record_keys *keys;
+    int64_t *slots; /* -1: empty */
+    size_t capacity;
+};
+
+static uint64_t key_hash(int64_t tag, const uint8_t *bytes, int64_t length, int64_t value)
+{
+    uint64_t hash = 1469598103934665603ULL ^ (uint64_t)tag; /* FNV-1a */
+    if (length < 0) {
+        for (int i = 0; i < 8; i++)
+            hash = (hash ^ (((uint64_t)value >> (8 * i)) & 0xff)) * 1099511628211ULL;
+    } else {
+        for (int64_t i = 0; i < length; i++)
+            hash = (hash ^ bytes[i]) * 1099511628211ULL;
+    }
+    return hash ^ (hash >> 29);
+}
+
+static int key_matches(const struct key_table *t, int64_t k, int64_t tag, int64_t where,
+                       int64_t length)
+{
+    const struct ns_record_keys *keys = t->keys;
+    if (keys->tag[k] != tag || keys->length[k] != length)
+        return 0;
+    if (length < 0)
+        return keys->where[k] == where;
+    return memcmp(t->data + keys->where[k], t->data + where, (size_t)length) == 0;
+}
+
+static int grow_keys(struct key_table *t)
+{
+    size_t capacity = t->capacity ? 2 * t->capacity : 256;
+    int64_t *slots = malloc(capacity * sizeof *slots);
+    if (slots == NULL)
+        return -1;
+    memset(slots, 0xff, capacity * sizeof *slots);
+    const struct ns_record_keys *keys = t->keys;
+    for (size_t k = 0; k < keys->count; k++) {
+        const uint8_t *bytes = keys->length[k] < 0 ? NULL : t->data + keys->where[k];
+        size_t at = key_hash(keys->tag[k], bytes, keys->length[k], keys->where[k]) & (capacity - 1);
+        while (slots[at] >= 0)
+            at = (at + 1) & (capacity - 1);
+        slots[at] = (int64_t)k;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->capacity = capacity;
+    return 0;
+}
+
+/* The number of a key (tag; bytes at data[where..where+length), or the integer
+ * `where` when length is -1), numbered anew if it is new; -1 when out of memory. */
+static int64_t key_number(struct key_table *t, int64_t tag, int64_t where, int64_t length)
+{
+    if (2 * (t->keys->count + 1) > t->capacity && grow_keys(t) < 0)
+        return -1;
+    const uint8_t *bytes = length < 0 ? NULL : t->data + where;
+    size_t at = key_hash(tag, bytes, length, where) & (t->capacity - 1);
+    while (t->slots[at] >= 0) {
+        if (key_matches(t, t->slots[at], tag, where, length))
+            return t->slots[at] + 1;
+        at = (at + 1) & (t->capacity - 1);
+    }
+    struct ns_record_keys *keys = t->keys;
+    int64_t k = (int64_t)keys->count++;
+    keys->tag[k] = tag, keys->where[k] = where, keys->length[k] = length;
+    t->slots[at] = k;
+    return k + 1;
+}
+
+/* One field of the record whose payload starts at `payload`: its value, or
+ * its key's number (from 1); 0 when absent or out of the data; -1 when out
+ * of memory. */
+static int64_t field_value(struct key_table *t, size_t size, size_t payload,
+                           const struct ns_record_field *f)
+{
+    if (f->kind == NS_FIELD_ABSENT || f->offset < 0 || f->size <= 0 ||
+        payload + (size_t)f->offset + (size_t)f->size > size)
+        return 0;
+    const uint8_t *at = t->data + payload + f->offset;
+    switch (f->kind) {
+    case NS_FIELD_INT:
+        return int_at(at, f->size, (int)f->is_signed);
+    case NS_FIELD_INT_KEY:
+        return key_number(t, f->tag, int_at(at, f->size, (int)f->is_signed), -1);
+    case NS_FIELD_BYTES: {
+        int64_t length = f->size;
+        while (length > 0 && at[length - 1] == 0)
+            length--;
+        return key_number(t, f->tag, (int64_t)(payload + (size_t)f->offset), length);
+    }
+    case NS_FIELD_DATA_LOC: {
+        uint32_t loc = u32_at(at);
+        size_t start = payload + (loc & 0xffff), length = loc >> 16;
+        if (start > size)
+            start = size;
+        if (length > size - start)
+            length = size - start;
+        const uint8_t *end = memchr(t->data + start, 0, length);
+        if (end != NULL)
+            length = (size_t)(end - (t->data + start));
+        return key_number(t, f->tag, (int64_t)start, (int64_t)length);
+    }
+    default:
+        return 0;
+    }
+}
+
+int ns_decode_records(const uint8_t *data, size_t size, const int64_t *offsets,
+                      const uint64_t *stamps, size_t n, const int16_t *slot_of_id,
+                      const struct ns_record_format *formats, size_t n_formats,
+                      struct ns_decoded *out, struct ns_record_keys *keys)
+{
+    struct key_table table = {data, keys, NULL, 0};
+    int failed = 0;
+    keys->count = 0;
+    for (int role = 0; role < NS_ROLES; role++)
+        out[role].count = 0;
+    for (size_t r = 0; r < n && !failed; r++) {
+        size_t payload = (size_t)offsets[r];
+        if (payload + 2 > size)
+            continue;
+        uint16_t id;
+        memcpy(&id, data + payload, sizeof id);
+        int16_t slot = slot_of_id[id];
+        if (slot < 0 || (size_t)slot >= n_formats)
+            continue;
+        const struct ns_record_format *format = &formats[slot];
+        if (format->role <= NS_ROLE_IGNORED || format->role >= NS_ROLES)
+            continue;
+        struct ns_decoded *o = &out[format->role];
+        size_t i = o->count++;
+        o->stamp[i] = stamps[r];
+        o->slot[i] = slot;
+        for (int f = 0; f < NS_RECORD_FIELDS; f++) {
+            const struct ns_record_field *field = &format->field[f];
+            int64_t value = field_value(&table, size, payload, field);
+            if (value < 0 && field->kind != NS_FIELD_INT) { /* a key: out of memory */
+                failed = 1;
+                break;
+            }
+            if (o->value[f] != NULL)
+                o->value[f][i] = value;
+        }
+    }
+    free(table.slots);
+    return failed ? -1 : 0;
+}

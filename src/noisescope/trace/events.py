@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _native
-from ..tables import Table, dictionary_codes, factorize
+from ..tables import Table, dictionary_codes, objects
 
 SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED",
                  "HRTIMER", "RCU")
@@ -280,23 +280,6 @@ def walk_pages(data: bytes, layout: PageLayout) -> RawRecords:
     return RawRecords(data, offsets[:found].copy(), stamps[:found].copy(), missed)
 
 
-def _at_every_byte(data: np.ndarray, dtype: str) -> np.ndarray:
-    """A view of `data` with an item of `dtype` starting at every byte (the
-    items overlap): indexing it with the records' offsets gathers a field
-    directly, without an index per byte of the field for every record."""
-    kind = np.dtype(dtype)
-    return np.ndarray((len(data) - kind.itemsize + 1,), kind, data, strides=(1,))
-
-
-def _gather(data: np.ndarray, offsets: np.ndarray, field: Field) -> np.ndarray:
-    """The field's bytes for each record, as integers (or raw bytes for arrays)."""
-    if field.array or field.size not in (1, 2, 4, 8):
-        kind = f"S{field.size}"
-    else:
-        kind = f"={'i' if field.signed else 'u'}{field.size}"
-    return _at_every_byte(data, kind)[offsets + field.offset]
-
-
 class Symbols:
     """Kernel function names for addresses, from /proc/kallsyms (root sees them)."""
 
@@ -324,9 +307,61 @@ class Symbols:
         return {a: self._names.get(a, f"0x{a:x}") for a in addresses}
 
 
+# How the text of a decoded key is made (the native decoder's key tags).
+_TAG_STRING, _TAG_SYMBOL, _TAG_SOFTIRQ, _TAG_STATE = range(4)
+_U64 = (1 << 64) - 1
+# The fields the native decoder takes of each record, in its order.
+_EVENT_FIELDS = ("pid", "number", "name")
+_SWITCH_FIELDS = ("prev_pid", "prev_prio", "prev_state", "next_pid", "next_prio", "prev_comm",
+                  "next_comm")
+
+
+def _int_field(field: Field | None) -> tuple[int, ...]:
+    """(kind, offset, size, signed, tag) of a field read as an integer."""
+    if field is None or field.array or field.data_loc or field.size not in (1, 2, 4, 8):
+        return (_native.FIELD_ABSENT, 0, 0, 0, 0)
+    return (_native.FIELD_INT, field.offset, field.size, int(field.signed), 0)
+
+
+def _key_field(field: Field | None, tag: int) -> tuple[int, ...]:
+    """(kind, offset, size, signed, tag) of a field numbered as a key: a string
+    (a char array, a __data_loc string) or an integer named by `tag`."""
+    if field is None:
+        return (_native.FIELD_ABSENT, 0, 0, 0, 0)
+    if field.data_loc:
+        return (_native.FIELD_DATA_LOC, field.offset, 4, 0, _TAG_STRING)
+    if tag == _TAG_STRING or field.array or field.size not in (1, 2, 4, 8):
+        return (_native.FIELD_BYTES, field.offset, field.size, 0, _TAG_STRING)
+    return (_native.FIELD_INT_KEY, field.offset, field.size, int(field.signed), tag)
+
+
+def _format_row(fmt: EventFormat) -> list[int]:
+    """A format as the native decoder takes it: role, then each field's spec."""
+    fields = fmt.fields
+    if fmt.name == SCHED_SWITCH.name:
+        specs = [_int_field(fields.get("prev_pid")), _int_field(fields.get("prev_prio")),
+                 _key_field(fields.get("prev_state"), _TAG_STATE),
+                 _int_field(fields.get("next_pid")), _int_field(fields.get("next_prio")),
+                 _key_field(fields.get("prev_comm"), _TAG_STRING),
+                 _key_field(fields.get("next_comm"), _TAG_STRING)]
+        role = _native.ROLE_SWITCH
+    else:
+        spec = BY_NAME.get(fmt.name, Tracepoint("", fmt.name))
+        tag = {"symbol": _TAG_SYMBOL, "softirq": _TAG_SOFTIRQ}.get(spec.label_kind, _TAG_STRING)
+        specs = [_int_field(fields.get("common_pid")),
+                 _int_field(fields.get(spec.number) if spec.number else None),
+                 _key_field(fields.get(spec.label) if spec.label else None, tag)]
+        role = _native.ROLE_EVENT
+    specs += [(_native.FIELD_ABSENT, 0, 0, 0, 0)] * (_native.RECORD_FIELDS - len(specs))
+    return [role, *(value for spec in specs for value in spec)]
+
+
 class RawDecoder:
     """Decodes raw pages into event tables, one batch of pages at a time (so
-    a long recording never sits in memory as raw pages and as tables at once)."""
+    a long recording never sits in memory as raw pages and as tables at once).
+    The native core reads every record's fields (`_native/pages.c`) and numbers
+    the strings, symbols and states it meets; each distinct one becomes text
+    once, and one str object serves every row that holds it."""
 
     def __init__(self, formats: dict[str, EventFormat], layout: PageLayout, to_ns: ToNs,
                  symbols: Symbols | None = None):
@@ -334,7 +369,17 @@ class RawDecoder:
         self.to_ns = to_ns
         self.symbols = symbols or Symbols()
         self.by_id = {fmt.id: fmt for fmt in formats.values()}
-        self.intern = _Interner()
+        ids = sorted(i for i in self.by_id if 0 <= i < 65536)  # slots in id order
+        self._slot_of_id = np.full(65536, -1, np.int16)
+        self._slot_of_id[ids] = np.arange(len(ids), dtype=np.int16)
+        self._formats = np.array([_format_row(self.by_id[i]) for i in ids], np.int64).reshape(
+            len(ids), -1)
+        self._intern = _Interner()  # one str object per distinct text
+        self._event_names = objects([self._intern(self.by_id[i].name) for i in ids])
+        switch = next((fmt for fmt in self.by_id.values() if fmt.name == SCHED_SWITCH.name), None)
+        self._state_flags = switch.state_flags() if switch else DEFAULT_STATE_FLAGS
+        self._key_texts: dict[tuple[int, bytes | int], str] = {}
+        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.missed_pages = 0  # pages the kernel flagged as following lost events
 
     def decode(self, cpu: int, pages: bytes) -> TraceEvents:
@@ -342,40 +387,68 @@ class RawDecoder:
         order; events at the same time by format id, then as recorded."""
         records = walk_pages(pages, self.layout)
         self.missed_pages += records.missed_pages
-        data = np.frombuffer(records.data, np.uint8)
-        ids = (_at_every_byte(data, "=u2")[records.offsets] if len(records.offsets)
-               else np.zeros(0, np.uint16))
-        switch_ids = [i for i, fmt in self.by_id.items() if fmt.name == SCHED_SWITCH.name]
-        is_switch = np.isin(ids, switch_ids)
-        is_event = ~is_switch & np.isin(ids, [i for i in self.by_id if i not in switch_ids])
-        events, switches = self._by_time(records, ids, is_event), self._by_time(records, ids, is_switch)
-        del records, ids  # only the pages (data) are needed from here on
-        return TraceEvents(self._events(cpu, pages, data, *events),
-                           _raw_switches(cpu, data, *switches[1:], self.by_id[switch_ids[0]], self.intern)
-                           if len(switches[0]) else TraceEvents.empty().switches)
+        events, switches, keys = self._room(len(records.offsets))
+        n_events, n_switches, n_keys = _native.decode_records(
+            pages, records.offsets, records.timestamps, self._slot_of_id, self._formats, events,
+            switches, keys)
+        texts = self._texts_of(pages, keys[:, :n_keys])
+        return TraceEvents(self._events(cpu, events[:, :n_events], texts),
+                           self._switches(cpu, switches[:, :n_switches], texts))
 
-    def _by_time(self, records: RawRecords, ids: np.ndarray, chosen: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Format ids, offsets and times (ns) of the chosen records in time
-        order; at equal times by format id, then as recorded."""
-        ids, stamps = ids[chosen], self.to_ns(records.timestamps[chosen])
-        order = np.lexsort((ids, stamps))
-        return ids[order], records.offsets[chosen][order], stamps[order]
+    def _room(self, records: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The native decoder's output arrays, with room for `records`: kept from
+        batch to batch (new arrays for each would be page faults for each)."""
+        if self._buffers is None or self._buffers[0].shape[1] < records:
+            rows, room = 2 + _native.RECORD_FIELDS, max(records, 1 << 14)  # stamp, slot, fields
+            self._buffers = (np.empty((rows, room), np.int64), np.empty((rows, room), np.int64),
+                             np.empty((3, _native.RECORD_FIELDS * room), np.int64))
+        return self._buffers
 
-    def _events(self, cpu: int, raw: bytes, data: np.ndarray, ids: np.ndarray, offsets: np.ndarray,
-                stamps: np.ndarray) -> Table:
-        """The events table, each column filled format by format in its final
-        order (no table per format, and no sorted copy of their concatenation)."""
-        count = len(ids)
-        event, name = np.empty(count, dtype=object), np.empty(count, dtype=object)
-        pid, number = np.zeros(count, np.int32), np.zeros(count, np.int64)
-        for ident in np.unique(ids).tolist():
-            fmt = self.by_id[ident]
-            rows = np.flatnonzero(ids == ident)
-            event[rows] = self.intern(fmt.name)
-            number[rows], pid[rows], name[rows] = _raw_fields(raw, data, offsets[rows], fmt,
-                                                              self.intern, self.symbols)
-        return _event_table(np.full(count, cpu, np.int32), stamps, event, pid, number, name)
+    def _texts_of(self, pages: bytes, keys: np.ndarray) -> np.ndarray:
+        """The text of each key the native decoder numbered (key k at k; 0: none)."""
+        found = [(tag, pages[where:where + length] if length >= 0 else where)
+                 for tag, where, length in keys.T.tolist()]
+        new = [key for key in found if key not in self._key_texts]
+        resolved = self.symbols.resolve({value & _U64 for tag, value in new if tag == _TAG_SYMBOL})
+        for tag, value in new:
+            if tag == _TAG_SYMBOL:
+                text = resolved[value & _U64]
+            elif tag == _TAG_SOFTIRQ:
+                text = softirq_name(value)
+            elif tag == _TAG_STATE:
+                text = prev_state_text(value, self._state_flags)
+            else:
+                text = value.decode(errors="replace")
+            self._key_texts[(tag, value)] = self._intern(text)
+        texts = np.empty(len(found) + 1, dtype=object)
+        texts[0] = self._intern("")
+        texts[1:] = [self._key_texts[key] for key in found]
+        return texts
+
+    def _by_time(self, decoded: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The decoded rows in time order (at equal times by format, then as
+        recorded), and their times in ns. A CPU's pages are mostly in order
+        already: sorted only where they are not."""
+        stamps = self.to_ns(decoded[0].view(np.uint64))
+        steps = np.diff(stamps)
+        if len(steps) and not ((steps > 0).all() or (
+                (steps >= 0).all() and (np.diff(decoded[1])[steps == 0] >= 0).all())):
+            order = np.lexsort((decoded[1], stamps))
+            decoded, stamps = decoded[:, order], stamps[order]
+        return decoded, stamps
+
+    def _events(self, cpu: int, decoded: np.ndarray, texts: np.ndarray) -> Table:
+        decoded, stamps = self._by_time(decoded)
+        slot, (pid, number, name) = decoded[1], decoded[2:2 + len(_EVENT_FIELDS)]
+        return _event_table(np.full(len(stamps), cpu, np.int32), stamps, self._event_names[slot],
+                            pid, number.copy(), texts[name])
+
+    def _switches(self, cpu: int, decoded: np.ndarray, texts: np.ndarray) -> Table:
+        decoded, stamps = self._by_time(decoded)
+        fields = dict(zip(_SWITCH_FIELDS, decoded[2:2 + len(_SWITCH_FIELDS)], strict=True))
+        for name in ("prev_state", "prev_comm", "next_comm"):
+            fields[name] = texts[fields[name]]
+        return _switch_table({"cpu": np.full(len(stamps), cpu), "timestamp_ns": stamps, **fields})
 
 
 def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
@@ -385,65 +458,6 @@ def decode_raw(per_cpu_pages: dict[int, bytes], formats: dict[str, EventFormat],
     decoder = RawDecoder(formats, layout, to_ns, symbols)
     parts = [decoder.decode(cpu, pages) for cpu, pages in sorted(per_cpu_pages.items())]
     return TraceEvents.concat(parts), decoder.missed_pages
-
-
-def _by_value(values: np.ndarray, text: Callable[[object], str], intern: _Interner) -> np.ndarray:
-    """An object column of `text(value)` for each value, each distinct value
-    converted once (a trace repeats a few names millions of times)."""
-    if len(values) == 0:
-        return np.zeros(0, dtype=object)
-    codes, first = factorize(values)
-    return np.array([intern(text(v)) for v in values[first].tolist()], dtype=object)[codes]
-
-
-def _strings(values: np.ndarray, intern: _Interner) -> np.ndarray:
-    return _by_value(values, lambda v: v.decode(errors="replace"), intern)
-
-
-def _raw_switches(cpu: int, data: np.ndarray, offsets: np.ndarray, ts: np.ndarray,
-                  fmt: EventFormat, intern: _Interner) -> Table:
-    f = fmt.fields
-    flags = fmt.state_flags()
-    states = _gather(data, offsets, f["prev_state"])
-    return _switch_table({
-        "cpu": np.full(len(offsets), cpu),
-        "timestamp_ns": ts,
-        "prev_comm": _strings(_gather(data, offsets, f["prev_comm"]), intern),
-        "prev_pid": _gather(data, offsets, f["prev_pid"]),
-        "prev_prio": _gather(data, offsets, f["prev_prio"]),
-        "prev_state": _by_value(states, lambda v: prev_state_text(v, flags), intern),
-        "next_comm": _strings(_gather(data, offsets, f["next_comm"]), intern),
-        "next_pid": _gather(data, offsets, f["next_pid"]),
-        "next_prio": _gather(data, offsets, f["next_prio"]),
-    })
-
-
-def _raw_fields(raw: bytes, data: np.ndarray, offsets: np.ndarray, fmt: EventFormat,
-                intern: _Interner, symbols: Symbols) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The number, pid and name columns of records of one (non-switch) format."""
-    spec = BY_NAME.get(fmt.name, Tracepoint("", fmt.name))
-    count = len(offsets)
-    number = (_gather(data, offsets, fmt.fields[spec.number]).astype(np.int64)
-              if spec.number in fmt.fields else np.zeros(count, np.int64))
-    names = np.full(count, intern(""), dtype=object)
-    label = fmt.fields.get(spec.label) if spec.label else None
-    if label is not None and label.data_loc:
-        where = _gather(data, offsets, label).astype(np.int64)
-        starts = offsets + (where & 0xFFFF)
-        names = np.array([intern(raw[s:s + n].split(b"\0", 1)[0].decode(errors="replace"))
-                          for s, n in zip(starts.tolist(), (where >> 16).tolist(), strict=True)],
-                         dtype=object).reshape(count)
-    elif label is not None:
-        values = _gather(data, offsets, label)
-        if spec.label_kind == "symbol":
-            resolved = symbols.resolve(int(v) for v in np.unique(values))
-            names = _by_value(values, resolved.__getitem__, intern)
-        elif spec.label_kind == "softirq":
-            names = _by_value(values, softirq_name, intern)
-        else:
-            names = _strings(values, intern)
-    pid = _gather(data, offsets, fmt.fields["common_pid"])
-    return number, pid, names
 
 
 def softirq_name(vector: int) -> str:
