@@ -276,18 +276,18 @@ def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
 
     from noisescope import interrupts
     from noisescope.trace.scanning import ScanTracing, TraceOptions
-    from noisescope.trace.store import EventSpool
+    from noisescope.trace.store import _SpoolFile
 
     stop_in_second = trouble == "stop"
     if trouble == "disk full":
-        write, failures = EventSpool._write, [OSError(errno.ENOSPC, "No space left on device")]
+        write, failures = _SpoolFile._write, [OSError(errno.ENOSPC, "No space left on device")]
 
         def failing_write(self, *args):
             if failures:
                 raise failures.pop()
             return write(self, *args)
 
-        monkeypatch.setattr(EventSpool, "_write", failing_write)
+        monkeypatch.setattr(_SpoolFile, "_write", failing_write)
 
     session, recordings = _two_recordings(tmp_path, monkeypatch)
     workdir = tmp_path / "work"
