@@ -6,6 +6,7 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,12 +285,13 @@ def cpu_batches(table: Table | SpooledTable, cpu: int, order: str) -> Iterator[T
 
 @dataclass(frozen=True)
 class ParkedTable:
-    """A table moved out of memory into one file of numpy arrays (needs no
-    pyarrow): each column's values, then its distinct objects if it is an
-    object column (stored as their codes: load() shares the objects again
-    between rows), else a 0-d False. One file, not one per column: a long
-    scan parks thousands of tables, and creating a file costs more than
-    writing a column."""
+    """A table moved out of memory into one file (needs no pyarrow): a pickle
+    of each column's values and, for an object column, its distinct objects
+    (stored as their codes: load() shares the objects again between rows).
+    One file, not one per column: a long scan parks thousands of tables, and
+    creating a file costs more than writing a column; a pickle, not .npy
+    arrays, whose headers cost more to read than a small column (each is
+    parsed as Python source). A file cut short fails to load."""
 
     path: Path
     rows: int
@@ -298,35 +300,35 @@ class ParkedTable:
     @classmethod
     def park(cls, table: Table, path: Path) -> ParkedTable:
         path.parent.mkdir(parents=True, exist_ok=True)
+        columns = []
+        for name in table.columns:
+            values, distinct = table[name], None
+            if values.dtype == object:
+                values, distinct = dictionary_codes(values)  # tuples stay values, not rows
+            columns.append((name, values, distinct))
         with open(path, "xb") as out:
-            for name in table.columns:
-                values, distinct = table[name], np.array(False)
-                if values.dtype == object:
-                    values, objects = dictionary_codes(values)
-                    distinct = np.empty(len(objects), dtype=object)
-                    for i, value in enumerate(objects):  # tuples stay values, not rows
-                        distinct[i] = value
-                np.save(out, values)
-                np.save(out, distinct, allow_pickle=True)
+            pickle.dump(columns, out, protocol=pickle.HIGHEST_PROTOCOL)
         return cls(path, table.rows, table.columns)
 
     def load(self) -> Table:
-        return Table({name: distinct[values] if distinct is not None else values
+        return Table({name: objects(distinct)[values] if distinct is not None else values
                       for name, values, distinct in self._columns()})
 
     def to_arrow(self):
         """As Table.to_arrow() gives it, straight from the stored codes."""
         import pyarrow as pa
 
-        return pa.table({name: dictionary_array(values, list(distinct)) if distinct is not None
+        return pa.table({name: dictionary_array(values, distinct) if distinct is not None
                          else pa.array(values) for name, values, distinct in self._columns()})
 
-    def _columns(self) -> Iterator[tuple[str, np.ndarray, np.ndarray | None]]:
+    def _columns(self) -> list[tuple[str, np.ndarray, list | None]]:
         """Each column: its name, values (codes for objects), distinct objects or None."""
         with open(self.path, "rb") as stored:
-            for name in self.columns:
-                values, distinct = np.load(stored), np.load(stored, allow_pickle=True)
-                yield name, values, distinct if distinct.ndim else None
+            columns = pickle.load(stored)
+        if [name for name, _, _ in columns] != self.columns or any(
+                len(values) != self.rows for _, values, _ in columns):
+            raise ValueError(f"{self.path} does not hold the parked table")
+        return columns
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
