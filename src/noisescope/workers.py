@@ -41,13 +41,22 @@ def worker_count(parts: int, limit: int | None = None) -> int:
     return max(1, min(count, limit) if limit is not None else count)
 
 
-def run_parts(work: Callable[[Part], Result], parts: Sequence[Part], workers: int) -> list[Result]:
+def run_parts(work: Callable[[Part], Result], parts: Sequence[Part], workers: int,
+              forked: Callable[[], None] | None = None) -> list[Result]:
     """work(part) for every part, results in this order; in `workers` forked
     processes when that is more than one, each taking every workers-th part
     (work and its results must then stand alone: results are pickled, changes
     to this process's objects are lost). The parts of a worker that ended
-    without its results (killed: the OOM killer) are done here instead."""
+    without its results (killed: the OOM killer) are done here instead.
+
+    No other thread of this process may be busy when it forks: a forked
+    process has none of them, and a lock one of them held (an import's, an
+    allocator's) stays held there for ever. `forked` is called once the
+    workers are forked (before any part is done without them): where a thread
+    of this process must take part, it starts there."""
     if workers <= 1 or len(parts) <= 1:
+        if forked is not None:
+            forked()
         return [work(part) for part in parts]
     shares = [range(k, len(parts), workers) for k in range(min(workers, len(parts)))]
     children: dict[int, tuple[range, BinaryIO]] = {}
@@ -59,6 +68,8 @@ def run_parts(work: Callable[[Part], Result], parts: Sequence[Part], workers: in
             if pid == 0:
                 _worker(work, [parts[i] for i in share], out)
             children[pid] = (share, out)
+        if forked is not None:
+            forked()
         for pid, (share, out) in list(children.items()):
             _, status = os.waitpid(pid, 0)  # a stop raises here (raising()), and ends them below
             del children[pid]

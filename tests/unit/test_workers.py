@@ -184,3 +184,103 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
             assert got.columns == want.columns
             for name in want.columns:
                 assert np.array_equal(got[name], want[name]), name
+
+
+def _four_cpu_recording(tmp_path, monkeypatch):
+    """A session of four CPUs that each recorded the captured CPU's pages (in
+    batches of 4 pages: several per CPU), and that recording."""
+    from noisescope.trace import session as session_module
+
+    monkeypatch.setattr(session_module, "PAGES_PER_BATCH", 4)
+    formats, layout, pages, _, clock = load_capture()
+    [data] = pages.values()
+    cpus = (0, 1, 2, 3)
+    session = TraceSession(cpus, clock, symbols=Symbols(CAPTURE / "kallsyms"))
+    session.formats, session.layout = formats, layout
+    session.trace_clock = TraceClock("x86-tsc", clock)
+    files = {}
+    for cpu in cpus:
+        files[cpu] = tmp_path / f"rec.cpu{cpu}.raw"
+        files[cpu].write_bytes(data)
+    return session, Recording(0, 2**62, {cpu: 0 for cpu in cpus}, files)
+
+
+@pytest.mark.parametrize("killed", [False, True])
+def test_cpus_decoded_side_by_side_spool_what_one_process_spools(tmp_path, monkeypatch, killed):
+    """The first decoding pass with its CPUs in 2 and 3 worker processes: the
+    spool's files hold what one process decoding every CPU in turn writes, row
+    for row and row group for row group, and the recording's tally (counts,
+    batches of pages, names, coverage) is the same. Killed: the worker of CPU 2
+    dies once that CPU's streams are written, and the scan's own process decodes
+    it again (its events are spooled once)."""
+    import pyarrow.parquet as pq
+
+    from noisescope.trace import handoff
+    from noisescope.trace.store import EventSpool
+
+    if killed:
+        close, parent = handoff.StreamWriter.close, os.getpid()
+
+        def dying_close(self):
+            close(self)
+            if os.getpid() != parent and self.cpu == 2:
+                (tmp_path / f"killed-{os.getpid()}").touch()
+                os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+
+        monkeypatch.setattr(handoff.StreamWriter, "close", dying_close)
+    session, recording = _four_cpu_recording(tmp_path, monkeypatch)
+    results = {}
+    for workers in (1, 2, 3):
+        spool = EventSpool(tmp_path / f"spool-{workers}")
+        spool.directory.mkdir()
+        if workers == 1:
+            capture = session.decode(recording, spool.append)
+        else:
+            capture = session.decode_side_by_side(recording, spool.append_tables, workers,
+                                                  tmp_path / f"handoff-{workers}")
+            assert not (tmp_path / f"handoff-{workers}").exists()
+        source = spool.finish()
+        files = [pq.ParquetFile(path) for path in (source.events_path, source.switches_path)]
+        results[workers] = (
+            [f.read().to_pydict() for f in files],
+            [[f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+             for f in files],
+            (capture.event_count, capture.switch_count, capture.missed_pages,
+             sorted(capture.event_names), [(b.cpu, b.offset, b.size, b.first_ns, b.last_ns)
+                                           for b in capture.batches],
+             {name: capture.coverage[name].tolist() for name in capture.coverage.columns}))
+    assert len(list(tmp_path.glob("killed-*"))) == (2 if killed else 0)  # one per run
+    (events, switches), _, (event_count, switch_count, *_) = results[1]
+    assert event_count > 4000 and len(events["cpu"]) == event_count
+    assert sorted(set(events["cpu"])) == [0, 1, 2, 3] and len(switches["cpu"]) == switch_count
+    assert len({b[0] for b in results[1][2][4]}) == 4 and len(results[1][2][4]) > 8
+    assert results[2] == results[1] and results[3] == results[1]
+
+
+def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
+    """With the feeding held up, the workers decode about AHEAD CPUs (their
+    streams waiting), then wait; fed, they go on, and every CPU is spooled."""
+    from noisescope.trace import handoff
+    from noisescope.trace.store import EventSpool
+
+    monkeypatch.setattr(handoff, "AHEAD", 2)
+    session, recording = _four_cpu_recording(tmp_path, monkeypatch)
+    directory = tmp_path / "handoff"
+    spool = EventSpool(tmp_path / "spool")
+    spool.directory.mkdir()
+    waiting = []
+
+    def slow_feed(events, switches):
+        if not waiting:  # the first CPU: what the worker decoded meanwhile
+            time.sleep(1.0)
+            waiting.append(len(list(directory.glob("*.events.arrow"))))
+        spool.append_tables(events, switches)
+
+    capture = session.decode_side_by_side(recording, slow_feed, 2, directory)
+    # CPUs 0 and 2 go to one worker, 1 and 3 to the other: both decoded one, neither went on
+    # to the last two (two workers may pass the check at once: AHEAD + 1 at the most)
+    assert 2 <= waiting[0] <= handoff.AHEAD + 1 < len(recording.pages)
+    source = spool.finish()
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(source.events_path).metadata.num_rows == capture.event_count

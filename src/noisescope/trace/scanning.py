@@ -59,9 +59,12 @@ class _FirstPassSpool:
         self.spool, self.failed = spool, False
 
     def append(self, batch: TraceEvents) -> None:
+        self.append_tables(batch.events, batch.switches)
+
+    def append_tables(self, events, switches) -> None:
         if not self.failed:
             try:
-                self.spool.append(batch)
+                self.spool.append_tables(events, switches)
             except OSError:
                 self.give_up()
 
@@ -78,6 +81,9 @@ class _FirstPassSpool:
     def give_up(self) -> None:
         self.failed = True
         self.spool.discard()
+
+    def wait_idle(self) -> None:
+        self.spool.wait_idle()
 
 
 @dataclass(frozen=True)
@@ -206,7 +212,6 @@ class ScanTracing:
         names) until a stop; when spooling, the same pass writes the events
         to the spool. Returns where to read the events again by CPU and time."""
         assert self.session is not None
-        session = self.session
         spool = (_FirstPassSpool(EventSpool(self.workdir)) if self.spooling and self.workdir
                  is not None else None)
         try:
@@ -214,8 +219,9 @@ class ScanTracing:
                 # The raw pages of a scan that writes a bundle are read again
                 # to explain the detours; text (the fallback reader) is parsed
                 # whole, so it is kept.
-                sink = None if spool is None or recording.text is not None else spool.append
-                capture = stage.run("reading the trace", lambda r=recording, s=sink: session.decode(r, s))
+                sink = None if spool is None or recording.text is not None else spool
+                capture = stage.run("reading the trace",
+                                    lambda r=recording, s=sink: self._decode_recording(r, s))
                 if capture is None:
                     self.incomplete = True
                     break
@@ -236,6 +242,17 @@ class ScanTracing:
         if self.spooling and self.session.layout is not None:
             return self.session.recorded_events(captures)
         return TraceEvents.concat(c.events for c in captures if c.events is not None)
+
+    def _decode_recording(self, recording: Recording, spool: _FirstPassSpool | None) -> Capture:
+        """One recording decoded, its events to `spool` if given: CPUs side by
+        side in worker processes where there are several to run on."""
+        assert self.session is not None and self.workdir is not None
+        workers = worker_count(len(recording.pages), self.options.workers)
+        if spool is None or workers <= 1 or self.session.layout is None:
+            return self.session.decode(recording, spool.append if spool is not None else None)
+        spool.wait_idle()  # the workers are forked: no thread may be busy
+        return self.session.decode_side_by_side(recording, spool.append_tables, workers,
+                                                self.workdir / "handoff")
 
     def _stored_events(self) -> dict[str, StoredTable]:
         """The bundle's `events` and `sched_switch` tables when spooling:

@@ -39,7 +39,8 @@ from ..knobs import KnobJournal, restore_leftovers
 from ..memory import available_kib
 from ..tables import Table
 from ..units import cpumask_text, format_size_kib
-from . import osnoise
+from ..workers import run_parts
+from . import handoff, osnoise
 from .events import (
     SCHED_SWITCH,
     TRACEPOINTS,
@@ -399,30 +400,70 @@ class TraceSession:
         assert self.trace_clock is not None
         kept: list[TraceEvents] = []
         tally = _Tally()
-        missed = 0
-        batches: list[PageBatch] = []
         if self.layout is not None:
             decoder = self.raw_decoder()
             for cpu, path in recording.pages.items():
-                offset = 0
-                with open(path, "rb") as raw:
-                    while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
-                        span = tally.take(decoder.decode(cpu, pages), sink or kept.append)
-                        if span is not None:
-                            batches.append(PageBatch(cpu, path, offset, len(pages), *span))
-                        offset += len(pages)
-            missed = decoder.missed_pages
+                tally.merge(self._decode_pages(decoder, cpu, path, sink or kept.append))
         elif recording.text is not None:
             with open(recording.text, errors="replace") as lines:
                 tally.take(parse_text(lines, self.trace_clock.to_ns), sink or kept.append)
+        return self._capture(recording, tally, None if sink else TraceEvents.concat(kept))
+
+    def decode_side_by_side(self, recording: Recording, feed: handoff.Feed, workers: int,
+                            directory: Path) -> Capture:
+        """decode(), its CPUs in `workers` processes (raw pages only): their
+        events go to `feed` (events and switches as Arrow tables) in CPU order,
+        through Arrow streams in `directory` (trace.handoff)."""
+        assert self.layout is not None
+        cpus = list(recording.pages)
+        parent = os.getpid()
+        directory.mkdir(exist_ok=True)
+
+        def decode_cpu(cpu: int) -> _Tally:
+            handoff.wait_for_room(directory, parent)
+            streams = handoff.StreamWriter(directory, cpu)
+            tally = self._decode_pages(self.raw_decoder(), cpu, recording.pages[cpu], streams)
+            streams.close()
+            return tally
+
+        feeder = handoff.Feeder(directory, cpus, feed)
+        finished = False
+        try:
+            tallies = run_parts(decode_cpu, cpus, workers, forked=feeder.start)
+            finished = True
+        finally:
+            feeder.stop(finished)
+            shutil.rmtree(directory, ignore_errors=True)
+        tally = _Tally()
+        for part in tallies:
+            tally.merge(part)
+        return self._capture(recording, tally, None)
+
+    def _decode_pages(self, decoder: RawDecoder, cpu: int, path: Path,
+                      sink: Callable[[TraceEvents], None]) -> _Tally:
+        """One CPU's copy of its buffer, PAGES_PER_BATCH pages at a time."""
+        assert self.layout is not None
+        tally = _Tally()
+        offset = 0
+        with open(path, "rb") as raw:
+            while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
+                span = tally.take(decoder.decode(cpu, pages), sink)
+                if span is not None:
+                    tally.batches.append(PageBatch(cpu, path, offset, len(pages), *span))
+                offset += len(pages)
+        tally.missed = decoder.missed_pages
+        decoder.missed_pages = 0
+        return tally
+
+    def _capture(self, recording: Recording, tally: _Tally, events: TraceEvents | None) -> Capture:
         ends = [tally.last.get(cpu, recording.start_ns) if recording.lost[cpu] else recording.end_ns
                 for cpu in self.cpus]
         coverage = Table({"cpu": np.array(self.cpus, np.int32),
                           "start_ns": np.full(len(self.cpus), recording.start_ns, np.int64),
                           "end_ns": np.array(ends, np.int64),
                           "lost_events": np.array([recording.lost[c] for c in self.cpus], np.int64)})
-        return Capture(None if sink else TraceEvents.concat(kept), tally.events, tally.switches,
-                       coverage, missed, batches, tally.names)
+        return Capture(events, tally.events, tally.switches, coverage, tally.missed, tally.batches,
+                       tally.names)
 
     def raw_decoder(self) -> RawDecoder:
         assert self.layout is not None and self.trace_clock is not None
@@ -501,6 +542,18 @@ class _Tally:
     switches: int = 0
     last: dict[int, int] = field(default_factory=dict)
     names: set[str] = field(default_factory=set)
+    batches: list[PageBatch] = field(default_factory=list)  # the raw reader's, with their times
+    missed: int = 0  # pages the kernel flagged as following lost events
+
+    def merge(self, other: _Tally) -> None:
+        """Add another CPU's tally."""
+        self.events += other.events
+        self.switches += other.switches
+        for cpu, latest in other.last.items():
+            self.last[cpu] = max(self.last.get(cpu, latest), latest)
+        self.names |= other.names
+        self.batches += other.batches
+        self.missed += other.missed
 
     def take(self, batch: TraceEvents, sink: Callable[[TraceEvents], None]) -> tuple[int, int] | None:
         """Count a batch and hand it on; returns the time range of its events (None if none)."""

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
-
 from ..tables import Table
 from .events import RawDecoder, TraceEvents
 
@@ -181,46 +179,61 @@ class _SpoolFile:
                                         daemon=True)
         self._thread.start()
 
-    def put(self, table: Table | None) -> None:
-        """Queue a table (None: write what is gathered and end the thread)."""
+    def put(self, table) -> None:
+        """Queue a Table or an Arrow table (None: write what is gathered and end
+        the thread)."""
         self._queue.put(table)
 
     def join(self) -> None:
         self._thread.join()
 
     def _write_queued(self) -> None:
-        gathered: list[Table] = []
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        gathered: list = []  # Arrow tables of one CPU
         gathered_cpu = None
 
         def flush() -> None:
             if gathered:
-                self._write(Table.concat(gathered))
+                # one dictionary per column: the writer then takes the codes as they are
+                self._write(pa.concat_tables(gathered).unify_dictionaries().combine_chunks())
                 gathered.clear()
 
         while (table := self._queue.get()) is not None:
-            if self.failure is not None:
-                continue  # the rest is not written; the caller hears of the failure
             try:
-                cpus = np.unique(table["cpu"])
-                cpu = int(cpus[0]) if len(cpus) == 1 else None  # None: several (text)
+                if self.failure is not None:
+                    continue  # the rest is not written; the caller hears of the failure
+                arrow = table.to_arrow() if isinstance(table, Table) else table
+                if not arrow.num_rows:
+                    continue
+                cpus = pc.min_max(arrow["cpu"]).as_py()
+                cpu = cpus["min"] if cpus["min"] == cpus["max"] else None  # None: several (text)
                 if cpu is None or cpu != gathered_cpu:
                     flush()
-                gathered.append(table)
+                gathered.append(arrow)
                 gathered_cpu = cpu
-                if cpu is None or sum(t.rows for t in gathered) >= ROW_GROUP_ROWS:
+                if cpu is None or sum(t.num_rows for t in gathered) >= ROW_GROUP_ROWS:
                     flush()
             except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
                 self.failure = error
+            finally:
+                self._queue.task_done()
         try:
             if self.failure is None:
                 flush()
         except BaseException as error:  # noqa: BLE001
             self.failure = error
+        finally:
+            self._queue.task_done()
 
-    def _write(self, table: Table) -> None:
+    def wait_idle(self) -> None:
+        """Until the thread has taken every table queued (it then waits for more)."""
+        self._queue.join()
+
+    def _write(self, arrow) -> None:
         import pyarrow.parquet as pq
 
-        arrow = table.to_arrow()
         if self._writer is None:
             layout = SPOOL_LAYOUT[self.name]
             self._writer = pq.ParquetWriter(
@@ -233,7 +246,7 @@ class _SpoolFile:
     def close(self, empty: Table) -> None:
         """Close the file (`empty` gives the columns of one that got no rows)."""
         if self._writer is None:
-            self._write(empty)
+            self._write(empty.to_arrow())
         self._writer.close()
         self._writer = None
 
@@ -262,13 +275,22 @@ class EventSpool:
                                     self.directory / "sched_switch.parquet")
 
     def append(self, batch: TraceEvents) -> None:
+        self.append_tables(batch.events, batch.switches)
+
+    def append_tables(self, events, switches) -> None:
+        """Append a batch's events and switches, each a Table or an Arrow table."""
         self._raise_failure()
         if not self._files:
             self._files = {name: _SpoolFile(name, path) for name, path in (
                 ("events", self.source.events_path), ("sched_switch", self.source.switches_path))}
-        for name, table in (("events", batch.events), ("sched_switch", batch.switches)):
-            if table.rows:
-                self._files[name].put(table)
+        for name, table in (("events", events), ("sched_switch", switches)):
+            self._files[name].put(table)
+
+    def wait_idle(self) -> None:
+        """Until the writer threads have taken every batch appended: none of
+        them is busy then (before this process forks: workers.run_parts)."""
+        for file in self._files.values():
+            file.wait_idle()
 
     def _written(self) -> None:
         """Wait until the writer threads have written what was queued, and end them."""
