@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 
-POLL_S = 0.005  # a rank's polling period while it waits for its children's messages
+POLL_S = 0.001  # a rank's polling period while it waits for messages
 PING_ROUNDS = 8  # clock offset: the round trip with the least delay of these wins
 SPIN_AFTER_PING_S = 0.05
 
@@ -122,8 +122,8 @@ class World:
     def receive_from_parent(self, parent: int, tag: int, deadline: float):
         """The next message from `parent` with `tag`, answering its clock pings
         meanwhile; None at the deadline (the parent is gone or stuck). Polls every
-        millisecond, and without pause for a moment after a ping so that the next
-        round trips are not lengthened by the polling."""
+        POLL_S, and without pause for a moment after a ping so that the next round
+        trips are not lengthened by the polling."""
         status = self.MPI.Status()
         spin_until = 0.0
         while True:
@@ -138,7 +138,7 @@ class World:
             if now >= deadline:
                 return None
             if now >= spin_until:
-                time.sleep(POLL_S / 5)
+                time.sleep(POLL_S)
 
     def measure_offset(self, child: int, deadline: float) -> ClockOffset | None:
         """The offset of `child`'s CLOCK_MONOTONIC against this rank's (the child
