@@ -2,6 +2,7 @@
 (rank 0 the parent of every rank), under a real mpirun --oversubscribe on this machine.
 
     python bench/cluster_tree.py [--ranks 16,32,64] [--repeat 3] [--relay 4096]
+    python bench/cluster_tree.py --ranks "" --relay 10000     # the relay's cost only
 
 For each number of ranks and each shape (cluster/tree.py: `Tree`, `Star`), one mpirun
 in which every rank builds the record a 4-CPU rank sends (tests/synthetic_fleet.py:
@@ -19,7 +20,8 @@ the protocol costs on a crowded node, not across a network.
 
 --relay N: in this process, what passing on the records of a subtree of N ranks costs
 a relay (unpickling what its children sent and pickling its own message), with records
-as pickled bytes (what Results carries) and as the records themselves.
+as pickled bytes (what Results carries) and as the records themselves; and what
+unpickling each record costs rank 0.
 """
 
 from __future__ import annotations
@@ -103,18 +105,22 @@ def one_run(ranks: int, shape: str, workdir: Path) -> dict:
 def relay_costs(ranks: int) -> None:
     records = [pickle.loads(pickle.dumps(r))  # each its own objects, as from its own rank
                for _, r in fleet_nodes(Planted.spread(ranks, noisy=1), RECORD_NS)]
-    for name, sent in (("pickled bytes (as sent)", [pickle.dumps(r) for r in records]),
-                       ("records", records)):
+    pickled = [pickle.dumps(r) for r in records]
+    for name, sent in (("pickled bytes (as sent)", pickled), ("records", records)):
         message = pickle.dumps(Results(sent, {}))
         began = time.perf_counter()
         pickle.dumps(pickle.loads(message))
         print(f"relay of {ranks:,} records as {name}: {len(message) / 1e6:.1f} MB, "
               f"{time.perf_counter() - began:.3f} s to receive and pass on")
+    began = time.perf_counter()
+    for record in pickled:
+        pickle.loads(record)
+    print(f"rank 0 unpickling them: {(time.perf_counter() - began) / ranks * 1e6:.0f} us a record")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", default="16,32,64")
+    parser.add_argument("--ranks", default="16,32,64", help='"": skip the mpirun runs')
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--relay", type=int, default=4096, help="0: skip")
     parser.add_argument("--rank", nargs=2, metavar=("SHAPE", "OUT"), help=argparse.SUPPRESS)
@@ -122,10 +128,12 @@ def main() -> None:
     if args.rank:
         rank_main(args.rank[0], Path(args.rank[1]))
         return
-    print(f"{'ranks':>5} {'shape':>5} {'offsets':>9} {'gather':>9} {'to rank 0: hello':>17} "
-          f"{'results':>8} {'from':>5} {'max uncertainty':>16}")
+    sizes = [int(n) for n in args.ranks.split(",") if n]
+    if sizes:
+        print(f"{'ranks':>5} {'shape':>5} {'offsets':>9} {'gather':>9} "
+              f"{'to rank 0: hello':>17} {'results':>8} {'from':>5} {'max uncertainty':>16}")
     with tempfile.TemporaryDirectory() as workdir:
-        for ranks in map(int, args.ranks.split(",")):
+        for ranks in sizes:
             for shape in SHAPES:
                 runs = [one_run(ranks, shape, Path(workdir)) for _ in range(args.repeat)]
                 median = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
@@ -133,7 +141,8 @@ def main() -> None:
                       f"{median['gather_s'] * 1e3:>7.0f}ms {median['hello_messages']:>17.0f} "
                       f"{median['result_messages']:>8.0f} {median['senders']:>5.0f} "
                       f"{median['max_uncertainty_us']:>13.0f} us", flush=True)
-    print(f"medians of {args.repeat} runs; load average now {os.getloadavg()[0]:.1f}")
+    if sizes:
+        print(f"medians of {args.repeat} runs; load average now {os.getloadavg()[0]:.1f}")
     if args.relay:
         relay_costs(args.relay)
 
