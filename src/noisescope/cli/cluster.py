@@ -29,7 +29,8 @@ def cluster_group():
 @click.option("--inject-ranks", help="run --inject only on these ranks, e.g. 3 or 0-7 (default: "
               "every rank that measures the injection's CPU)")
 @click.option("--timeout", default="60s", show_default=True,
-              help="how long rank 0 waits for the other ranks, at the start and after its scan")
+              help="how long a rank waits for each rank below it (its children in the "
+              "tree), at the start and after its scan")
 @click.option("-o", "--output", required=True,
               help="fleet directory to write (must not exist; on a shared file system)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")
@@ -117,7 +118,8 @@ EXAMPLES
 @click.option("--inject-ranks", help="run --inject only on these ranks")
 @click.option("--seeds", default=5, show_default=True, help="predict's seeds")
 @click.option("--timeout", default="60s", show_default=True,
-              help="how long rank 0 waits for the other ranks")
+              help="how long a rank waits for each rank below it (its children in the "
+              "tree)")
 @click.option("--label", help="configuration label stored in the bundle")
 @click.option("-o", "--output", help="bundle directory to write (must not exist)")
 @click.option("-q", "--quiet", is_flag=True, help="no progress on stderr")

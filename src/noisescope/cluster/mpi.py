@@ -1,11 +1,11 @@
 """MPI for the cluster commands, through mpi4py (the optional extra noisescope[mpi]).
 
-Rank 0 coordinates. After the start-up (a few collectives while every rank is
-known to be alive), every exchange is point to point between rank 0 and one
-other rank, and every wait on another rank has a deadline: rank 0 polls for
-messages (MPI_Iprobe) until its deadline and reports the ranks it did not
-hear from, instead of stalling in a collective whose tree runs through a
-rank that died or hangs.
+After the start-up (a few collectives while every rank is known to be alive),
+every exchange is point to point between a rank and its parent or children in
+the tree (tree.py), and every wait on another rank has a deadline: a rank
+polls for its children's messages (MPI_Iprobe) until their deadlines and
+reports those it did not hear from, instead of stalling in a collective that
+runs through a rank that died or hangs.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 
-POLL_S = 0.005  # rank 0's polling period while it waits for messages
+POLL_S = 0.001  # a rank's polling period while it waits for messages
 PING_ROUNDS = 8  # clock offset: the round trip with the least delay of these wins
 SPIN_AFTER_PING_S = 0.05
 
-# Message tags, one per kind of exchange.
-HELLO, PING, PONG, START, RESULT = range(1, 6)
+# Message tags, one per kind of exchange (session.py says what each carries).
+READY, HELLO, PING, PONG, START, ENDED, RESULT = range(1, 8)
 
 
 def import_mpi():
@@ -55,16 +55,24 @@ class RankPlacement:
 
 @dataclass(frozen=True)
 class ClockOffset:
-    """A rank's CLOCK_MONOTONIC minus rank 0's, measured by ping-pong (Cristian's
-    method): the exchange with the shortest round trip bounds the error by half
-    of that round trip."""
+    """One rank's CLOCK_MONOTONIC minus another's, within +/- uncertainty_ns.
+
+    Measured by ping-pong between a parent and a child (Cristian's method): the
+    child's reading was taken between the parent's send and receipt, so it is
+    within half the round trip of their midpoint; the exchange with the shortest
+    round trip wins. Along a path of the tree, offsets and uncertainties add."""
 
     offset_ns: int
-    round_trip_ns: int
+    uncertainty_ns: int
 
-    @property
-    def uncertainty_ns(self) -> int:
-        return self.round_trip_ns // 2
+    @classmethod
+    def of_ping(cls, sent_ns: int, remote_ns: int, back_ns: int) -> ClockOffset:
+        round_trip = back_ns - sent_ns
+        return cls(remote_ns - (sent_ns + back_ns) // 2, -(-round_trip // 2))
+
+    def __add__(self, other: ClockOffset) -> ClockOffset:
+        return ClockOffset(self.offset_ns + other.offset_ns,
+                           self.uncertainty_ns + other.uncertainty_ns)
 
 
 class World:
@@ -99,64 +107,60 @@ class World:
         """Collective at start-up: rank 0's value on every rank."""
         return self.comm.bcast(value, root=0)
 
-    # -- point to point, rank 0 <-> the others -------------------------------------
+    # -- point to point, a rank <-> its parent and children ---------------------------
     def send(self, payload, dest: int, tag: int) -> None:
         self._pending.append(self.comm.isend(payload, dest=dest, tag=tag))
 
-    def collect(self, tag: int, ranks, deadline: float) -> dict[int, object]:
-        """Rank 0: the message with `tag` from each of `ranks` that arrives before
-        `deadline` (time.monotonic()); ranks missing from the result did not answer."""
-        waiting = set(ranks)
-        received: dict[int, object] = {}
+    def poll(self, tag: int):
+        """(source, payload) of a message with `tag` that has arrived, else None."""
         status = self.MPI.Status()
-        while waiting:
-            while self.comm.iprobe(source=self.MPI.ANY_SOURCE, tag=tag, status=status):
-                source = status.Get_source()
-                received[source] = self.comm.recv(source=source, tag=tag)
-                waiting.discard(source)
-            if not waiting or time.monotonic() >= deadline:
-                break
-            time.sleep(POLL_S)
-        return received
+        if not self.comm.iprobe(source=self.MPI.ANY_SOURCE, tag=tag, status=status):
+            return None
+        source = status.Get_source()
+        return source, self._receive(source, tag)
 
-    def receive_from_root(self, tag: int, deadline: float):
-        """A non-root rank: the next message from rank 0 with `tag`, answering
-        rank 0's clock pings meanwhile; None at the deadline (rank 0 is gone or
-        stuck). Polls every millisecond, and without pause for a moment after a
-        ping so that the next round trips are not lengthened by the polling."""
+    def receive_from_parent(self, parent: int, tag: int, deadline: float):
+        """The next message from `parent` with `tag`, answering its clock pings
+        meanwhile; None at the deadline (the parent is gone or stuck). Polls every
+        POLL_S, and without pause for a moment after a ping so that the next round
+        trips are not lengthened by the polling."""
         status = self.MPI.Status()
         spin_until = 0.0
         while True:
-            if self.comm.iprobe(source=0, tag=PING, status=status):
-                self.comm.recv(source=0, tag=PING)
-                self.comm.send(time.monotonic_ns(), dest=0, tag=PONG)
+            if self.comm.iprobe(source=parent, tag=PING, status=status):
+                self._receive(parent, PING)
+                self.comm.send(time.monotonic_ns(), dest=parent, tag=PONG)
                 spin_until = time.monotonic() + SPIN_AFTER_PING_S
                 continue
-            if self.comm.iprobe(source=0, tag=tag, status=status):
-                return self.comm.recv(source=0, tag=tag)
+            if self.comm.iprobe(source=parent, tag=tag, status=status):
+                return self._receive(parent, tag)
             now = time.monotonic()
             if now >= deadline:
                 return None
             if now >= spin_until:
-                time.sleep(POLL_S / 5)
+                time.sleep(POLL_S)
 
-    def measure_offset(self, rank: int, deadline: float) -> ClockOffset | None:
-        """Rank 0: the offset of `rank`'s CLOCK_MONOTONIC (the rank answers pings
-        while it waits in receive_from_root); None if it stops answering."""
+    def measure_offset(self, child: int, deadline: float) -> ClockOffset | None:
+        """The offset of `child`'s CLOCK_MONOTONIC against this rank's (the child
+        answers pings while it waits in receive_from_parent): the best of the
+        round trips done by the deadline; None if not even one came back."""
         best: ClockOffset | None = None
         status = self.MPI.Status()
         for _ in range(PING_ROUNDS):
             sent = time.monotonic_ns()
-            self.comm.send(None, dest=rank, tag=PING)
-            while not self.comm.iprobe(source=rank, tag=PONG, status=status):
+            self.comm.send(None, dest=child, tag=PING)
+            while not self.comm.iprobe(source=child, tag=PONG, status=status):
                 if time.monotonic() >= deadline:
-                    return None
-            remote = self.comm.recv(source=rank, tag=PONG)
-            back = time.monotonic_ns()
-            sample = ClockOffset(remote - (sent + back) // 2, back - sent)
-            if best is None or sample.round_trip_ns < best.round_trip_ns:
+                    return best
+            remote = self._receive(child, PONG)
+            sample = ClockOffset.of_ping(sent, remote, time.monotonic_ns())
+            if best is None or sample.uncertainty_ns < best.uncertainty_ns:
                 best = sample
         return best
+
+    def _receive(self, source: int, tag: int):
+        """Every message this rank receives after start-up comes through here."""
+        return self.comm.recv(source=source, tag=tag)
 
     # -- the end -------------------------------------------------------------------
     def finish(self) -> None:
