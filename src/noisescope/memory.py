@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import ctypes
 import re
+import sys
 from pathlib import Path
 
 
 def release_free_memory() -> None:
     """Hand freed heap memory back to the system (glibc keeps large freed
-    arrays in the heap otherwise, and the scan's peak memory grows)."""
+    arrays in the heap otherwise, and the scan's peak memory grows), and
+    what pyarrow's allocator keeps for reuse, if pyarrow is loaded (it is
+    not imported for this)."""
     try:
         ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols, libc's among them
     except (OSError, AttributeError):  # not glibc
         pass
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
 
 
 def available_kib(meminfo: str = "/proc/meminfo") -> int | None:

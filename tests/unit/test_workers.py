@@ -236,7 +236,7 @@ def test_cpus_decoded_side_by_side_spool_what_one_process_spools(tmp_path, monke
         if workers == 1:
             capture = session.decode(recording, spool.append)
         else:
-            capture = session.decode_side_by_side(recording, spool.append_tables, workers,
+            capture = session.decode_side_by_side(recording, spool.append_table, workers,
                                                   tmp_path / f"handoff-{workers}")
             assert not (tmp_path / f"handoff-{workers}").exists()
         source = spool.finish()
@@ -270,11 +270,11 @@ def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
     spool.directory.mkdir()
     waiting = []
 
-    def slow_feed(events, switches):
-        if not waiting:  # the first CPU: what the worker decoded meanwhile
+    def slow_feed(name, table):
+        if not waiting:  # the first CPU's first batch: what the workers decoded meanwhile
             time.sleep(1.0)
             waiting.append(len(list(directory.glob("*.events.arrow"))))
-        spool.append_tables(events, switches)
+        spool.append_table(name, table)
 
     capture = session.decode_side_by_side(recording, slow_feed, 2, directory)
     # CPUs 0 and 2 go to one worker, 1 and 3 to the other: both decoded one, neither went on

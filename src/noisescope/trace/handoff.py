@@ -32,7 +32,7 @@ AHEAD = 4  # CPUs decoded but not yet fed, at most (one more per other worker, w
 POLL_S = 0.005
 TABLES = ("events", "sched_switch")
 
-Feed = Callable[[object, object], None]  # (events, switches) as Arrow tables
+Feed = Callable[[str, object], None]  # (table name, Arrow table): a batch of one table
 
 
 def stream_path(directory: Path, cpu: int, table: str) -> Path:
@@ -78,7 +78,7 @@ def wait_for_room(directory: Path, parent: int) -> None:
 
 
 class Feeder:
-    """A thread feeding each CPU's streams to `feed`, in the order of `cpus`,
+    """A thread feeding each CPU's streams to `feed` a batch at a time, in the order of `cpus`,
     as the workers finish them, from `start()` (once the workers are forked);
     `stop()` ends it (the files left are removed with the directory). An
     error of `feed` ends the feeding and is raised by `stop()`."""
@@ -107,12 +107,10 @@ class Feeder:
                 while not done.exists():
                     if self._abandon.wait(POLL_S):
                         return
-                tables = []
-                for name in TABLES:
-                    path = stream_path(self.directory, cpu, name)
-                    with pa.OSFile(str(path)) as source:
-                        tables.append(pa.ipc.open_stream(source).read_all())
-                self.feed(*tables)
+                for name in TABLES:  # batch by batch: a CPU's events may be millions
+                    with pa.OSFile(str(stream_path(self.directory, cpu, name))) as source:
+                        for batch in pa.ipc.open_stream(source):
+                            self.feed(name, pa.Table.from_batches([batch]))
                 for name in TABLES:
                     stream_path(self.directory, cpu, name).unlink(missing_ok=True)
                 self.fed.append(cpu)

@@ -59,12 +59,13 @@ class _FirstPassSpool:
         self.spool, self.failed = spool, False
 
     def append(self, batch: TraceEvents) -> None:
-        self.append_tables(batch.events, batch.switches)
+        self.append_table("events", batch.events)
+        self.append_table("sched_switch", batch.switches)
 
-    def append_tables(self, events, switches) -> None:
+    def append_table(self, name: str, table) -> None:
         if not self.failed:
             try:
-                self.spool.append_tables(events, switches)
+                self.spool.append_table(name, table)
             except OSError:
                 self.give_up()
 
@@ -232,6 +233,7 @@ class ScanTracing:
                     recording.remove_files()
                 release_free_memory()
             self.spooled = spool is not None and not self.incomplete and spool.finish()
+            release_free_memory()  # what writing the spool took
         finally:
             if spool is not None and not self.spooled:
                 # a recording cut short in the middle, or a write that failed: the
@@ -251,7 +253,7 @@ class ScanTracing:
         if spool is None or workers <= 1 or self.session.layout is None:
             return self.session.decode(recording, spool.append if spool is not None else None)
         spool.wait_idle()  # the workers are forked: no thread may be busy
-        return self.session.decode_side_by_side(recording, spool.append_tables, workers,
+        return self.session.decode_side_by_side(recording, spool.append_table, workers,
                                                 self.workdir / "handoff")
 
     def _stored_events(self) -> dict[str, StoredTable]:

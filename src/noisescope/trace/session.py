@@ -412,8 +412,8 @@ class TraceSession:
     def decode_side_by_side(self, recording: Recording, feed: handoff.Feed, workers: int,
                             directory: Path) -> Capture:
         """decode(), its CPUs in `workers` processes (raw pages only): their
-        events go to `feed` (events and switches as Arrow tables) in CPU order,
-        through Arrow streams in `directory` (trace.handoff)."""
+        events go to `feed` (a table's name and a batch of it, an Arrow table)
+        in CPU order, through Arrow streams in `directory` (trace.handoff)."""
         assert self.layout is not None
         cpus = list(recording.pages)
         parent = os.getpid()

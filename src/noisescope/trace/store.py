@@ -275,16 +275,17 @@ class EventSpool:
                                     self.directory / "sched_switch.parquet")
 
     def append(self, batch: TraceEvents) -> None:
-        self.append_tables(batch.events, batch.switches)
+        self.append_table("events", batch.events)
+        self.append_table("sched_switch", batch.switches)
 
-    def append_tables(self, events, switches) -> None:
-        """Append a batch's events and switches, each a Table or an Arrow table."""
+    def append_table(self, name: str, table) -> None:
+        """Append a batch of one table ("events" or "sched_switch"): a Table or
+        an Arrow table."""
         self._raise_failure()
         if not self._files:
             self._files = {name: _SpoolFile(name, path) for name, path in (
                 ("events", self.source.events_path), ("sched_switch", self.source.switches_path))}
-        for name, table in (("events", events), ("sched_switch", switches)):
-            self._files[name].put(table)
+        self._files[name].put(table)
 
     def wait_idle(self) -> None:
         """Until the writer threads have taken every batch appended: none of
