@@ -17,9 +17,9 @@ def release_free_memory() -> None:
         ctypes.CDLL(None).malloc_trim(0)  # the process's own symbols, libc's among them
     except (OSError, AttributeError):  # not glibc
         pass
-    arrow = sys.modules.get("pyarrow")
-    if arrow is not None:
-        arrow.default_memory_pool().release_unused()
+    pool = getattr(sys.modules.get("pyarrow"), "default_memory_pool", None)
+    if pool is not None:  # (None too while another thread is still importing pyarrow)
+        pool().release_unused()
 
 
 def available_kib(meminfo: str = "/proc/meminfo") -> int | None:
