@@ -304,7 +304,8 @@ def lost_time_grid(detours, windows, cpus: list[int], columns: int = HEATMAP_COL
         mine = windows.where(cpu=cpu)
         measured = lost_time_series(mine["start_ns"], mine["end_ns"] - mine["start_ns"],
                                     begin, end, bin_ns)
-        first, last = np.searchsorted(by_cpu, [cpu, cpu + 1])
+        # (needles of the column's type: others make numpy convert the whole column each time)
+        first, last = np.searchsorted(by_cpu, np.array([cpu, cpu + 1], by_cpu.dtype))
         share = lost_time_series(starts[first:last], durations[first:last], begin, end, bin_ns)
         inside = measured > 0
         lost[row, inside] = 100.0 * share[inside] / measured[inside]
