@@ -34,8 +34,11 @@ def test_hourglass_counts_the_gaps_longer_than_its_cut_off_in_ns(tmp_path):
     above = int(h["count"][h["lower_ns"] >= HOURGLASS_NS].sum())
     reaching = int(h["count"][h["upper_ns"] > HOURGLASS_NS].sum())
     assert 0 < above <= s["hourglass_gaps"] <= reaching, (above, s["hourglass_gaps"], reaching)
-    # mean gap: one loop iteration; the resolution in ticks is the same in ns
-    assert s["resolution_ns"] <= s["mean_gap_ns"] < 1000
+    # mean gap: one loop iteration, tens of ns. The resolution (the smallest step the loop
+    # saw the clock take) may exceed it: a TSC that moves in steps longer than an iteration
+    # (20 ticks, 7.7 ns, on one of this project's VMs, whose loop takes 7.6 ns) reads the
+    # same value twice now and then. The resolution in ticks is the same in ns.
+    assert 0 < s["mean_gap_ns"] < 1000 and 0 < s["resolution_ns"] < 1000
     ticks_per_ns = bundle.clock.ticks_per_ns
     assert np.isclose(s["resolution_ticks"] / ticks_per_ns, s["resolution_ns"])
     shown = subprocess.run([sys.executable, "-m", "noisescope", "show", str(out)],
