@@ -392,7 +392,6 @@ class RawDecoder:
         switch = next((fmt for fmt in self.by_id.values() if fmt.name == SCHED_SWITCH.name), None)
         self._state_flags = switch.state_flags() if switch else DEFAULT_STATE_FLAGS
         self._key_texts: dict[tuple[int, bytes | int], str] = {}
-        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.missed_pages = 0  # pages the kernel flagged as following lost events
 
     def decode(self, cpu: int, pages: bytes) -> TraceEvents:
@@ -409,13 +408,12 @@ class RawDecoder:
                            self._switches(cpu, switches[:, :n_switches], texts))
 
     def _room(self, records: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The native decoder's output arrays, with room for `records`: kept from
-        batch to batch (new arrays for each would be page faults for each)."""
-        if self._buffers is None or self._buffers[0].shape[1] < records:
-            rows, room = 2 + _native.RECORD_FIELDS, max(records, 1 << 14)  # stamp, slot, fields
-            self._buffers = (np.empty((rows, room), np.int64), np.empty((rows, room), np.int64),
-                             np.empty((3, self._keys_per_record * room), np.int64))
-        return self._buffers
+        """The native decoder's output arrays (events, switches, keys) with room
+        for `records`: new for each batch and gone with it (a decoder lives through
+        a scan's attribution). Only what the decoder writes takes memory."""
+        rows = 2 + _native.RECORD_FIELDS  # stamp, slot, the fields
+        return (np.empty((rows, records), np.int64), np.empty((rows, records), np.int64),
+                np.empty((3, self._keys_per_record * records), np.int64))
 
     def _texts_of(self, pages: bytes, keys: np.ndarray) -> np.ndarray:
         """The text of each key the native decoder numbered (key k at k; 0: none)."""

@@ -327,7 +327,9 @@ class ScanTracing:
                     attribution = attribute(detours, trace, coverage, injected=injected)
                     release_free_memory()
                     annotated, causes = attribution.annotate(detours), attribution.causes
-                return annotated, causes, attribution_summary(annotated, causes, trace)
+                summary = attribution_summary(annotated, causes, trace)
+                release_free_memory()  # what reading the worst detours' events took
+                return annotated, causes, summary
 
             explained = stage.run("explaining the detours", explain_detours)
             if explained is not None:

@@ -189,7 +189,6 @@ class _SpoolFile:
 
     def _write_queued(self) -> None:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         gathered: list = []  # Arrow tables of one CPU
         gathered_cpu = None
@@ -207,8 +206,8 @@ class _SpoolFile:
                 arrow = table.to_arrow() if isinstance(table, Table) else table
                 if not arrow.num_rows:
                     continue
-                cpus = pc.min_max(arrow["cpu"]).as_py()
-                cpu = cpus["min"] if cpus["min"] == cpus["max"] else None  # None: several (text)
+                cpus = arrow.column("cpu").to_numpy()  # (pyarrow.compute would cost megabytes)
+                cpu = int(cpus[0]) if (cpus == cpus[0]).all() else None  # None: several (text)
                 if cpu is None or cpu != gathered_cpu:
                     flush()
                 gathered.append(arrow)
