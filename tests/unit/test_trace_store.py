@@ -317,3 +317,23 @@ def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
     for name, rows in (("events", whole.event_count), ("sched_switch", whole.switch_count)):
         assert rows > 0 and stored[name].rows == recorded * rows
         assert pq.ParquetFile(stored[name].ready()).metadata.num_rows == recorded * rows
+
+
+def test_what_covers_a_range_is_found_by_bisection_as_by_looking_at_each():
+    """_Overlaps (the batches of pages, the row groups of one CPU) finds exactly
+    what a look at every range finds, in their order, also for ranges out of
+    order and overlapping (a long batch beside short ones)."""
+    from noisescope.trace.store import _Overlaps
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        firsts = np.sort(rng.integers(0, 1000, rng.integers(0, 30)))
+        ranges = [(int(f), int(f + rng.integers(0, 200 if rng.random() < 0.9 else 900)))
+                  for f in firsts]
+        if len(ranges) > 3 and rng.random() < 0.3:  # not in order of their firsts
+            ranges[1], ranges[2] = ranges[2], ranges[1]
+        overlaps = _Overlaps(ranges)
+        for start in rng.integers(-50, 1300, 8).tolist():
+            end = start + int(rng.integers(0, 300))
+            expected = [i for i, (first, last) in enumerate(ranges) if first <= end and last >= start]
+            assert overlaps.find(start, end) == expected

@@ -16,6 +16,8 @@ events by CPU and time range from any kind of source:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import queue
 import threading
@@ -62,6 +64,26 @@ class ParquetEvents:
         return self._files[path]
 
 
+class _Overlaps:
+    """Things that each cover a time range (batches of pages, row groups) of
+    one CPU, found by the range asked for: by bisection, in the order they were
+    given. A many-CPU scan has thousands of them, and looking at every one for
+    each read made a scan's cost grow with the square of its CPUs."""
+
+    def __init__(self, ranges: list[tuple[int, int]]):
+        """`ranges`: (first, last) of each thing, by its number."""
+        self._order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+        self._firsts = [ranges[i][0] for i in self._order]
+        self._lasts = [ranges[i][1] for i in self._order]
+        self._reach = list(itertools.accumulate(self._lasts, max))  # latest last so far
+
+    def find(self, start: int, end: int) -> list[int]:
+        """The numbers of the things with first <= end and last >= start, in order."""
+        lo = bisect.bisect_left(self._reach, start)  # none before this reaches start
+        hi = bisect.bisect_right(self._firsts, end)  # none from here begins by end
+        return sorted(self._order[k] for k in range(lo, hi) if self._lasts[k] >= start)
+
+
 class _RowGroups:
     """A Parquet file and the CPU and time range of each of its row groups."""
 
@@ -80,10 +102,24 @@ class _RowGroups:
             c, t = group.column(cpu).statistics, group.column(ts).statistics
             self.ranges.append((c.min, c.max, t.min, t.max) if c is not None and t is not None
                                and c.has_min_max and t.has_min_max else None)
+        # the row groups of one CPU (the spool's) indexed by CPU; the others (several
+        # CPUs, no statistics) looked at for every read
+        by_cpu: dict[int, list[int]] = {}
+        self._shared = []
+        for i, r in enumerate(self.ranges):
+            if r is not None and r[0] == r[1]:
+                by_cpu.setdefault(r[0], []).append(i)
+            else:
+                self._shared.append(i)
+        self._by_cpu = {c: (groups, _Overlaps([self.ranges[i][2:] for i in groups]))
+                        for c, groups in by_cpu.items()}
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> Table:
-        groups = tuple(i for i, r in enumerate(self.ranges)
-                       if r is None or (r[0] <= cpu <= r[1] and r[2] <= end_ns and r[3] >= start_ns))
+        own, overlaps = self._by_cpu.get(cpu, ([], None))
+        found = {own[k] for k in overlaps.find(start_ns, end_ns)} if overlaps else set()
+        found.update(i for i in self._shared if (r := self.ranges[i]) is None or (
+            r[0] <= cpu <= r[1] and r[2] <= end_ns and r[3] >= start_ns))
+        groups = tuple(sorted(found))
         if groups != self._last[0]:  # consecutive chunks of a CPU often share row groups
             self._last = (groups, Table.from_arrow(self.file.read_row_groups(groups)) if groups
                           else Table.from_arrow(self.file.schema_arrow.empty_table()))
@@ -126,10 +162,19 @@ class RecordedEvents:
     _last: tuple[tuple[PageBatch, ...], TraceEvents] | None = field(default=None, repr=False)
     _decoded: dict[PageBatch, TraceEvents] = field(default_factory=dict, repr=False)  # the
     # batches of the last read: consecutive reads (a CPU's spans, in time order) share batches
+    _by_cpu: dict[int, tuple[list[PageBatch], _Overlaps]] = field(default_factory=dict,
+                                                                   repr=False)
+
+    def __post_init__(self) -> None:
+        mine: dict[int, list[PageBatch]] = {}
+        for batch in self.batches:
+            mine.setdefault(batch.cpu, []).append(batch)
+        self._by_cpu = {cpu: (batches, _Overlaps([(b.first_ns, b.last_ns) for b in batches]))
+                        for cpu, batches in mine.items()}
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
-        chosen = tuple(b for b in self.batches
-                       if b.cpu == cpu and b.first_ns <= end_ns and b.last_ns >= start_ns)
+        batches, overlaps = self._by_cpu.get(cpu, ([], None))
+        chosen = tuple(batches[k] for k in overlaps.find(start_ns, end_ns)) if overlaps else ()
         if self._last is None or chosen != self._last[0]:
             # let the batches no longer needed go before decoding the next ones
             self._last = None
