@@ -143,17 +143,9 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
             return parked
 
         monkeypatch.setattr(ParkedTable, "park", dying_park)
-    formats, layout, pages, _, clock = load_capture()
-    [data] = pages.values()
-    cpus = (0, 1, 2, 3)
-    session = TraceSession(cpus, clock, symbols=Symbols(CAPTURE / "kallsyms"))
-    session.formats, session.layout = formats, layout
-    session.trace_clock = TraceClock("x86-tsc", clock)
-    files = {}
-    for cpu in cpus:  # the captured CPU's pages, as if every CPU had recorded them
-        files[cpu] = tmp_path / f"rec.cpu{cpu}.raw"
-        files[cpu].write_bytes(data)
-    capture = session.decode(Recording(0, 2**62, {cpu: 0 for cpu in cpus}, files))
+    session, recording = _four_cpu_recording(tmp_path)
+    cpus = tuple(recording.pages)
+    capture = session.decode(recording)
     trace = session.recorded_events([capture])
     run = json.loads((CAPTURE / "run.json").read_text())
     starts, durations = (np.array(run["detours"][c], np.int64) for c in ("start_ns", "duration_ns"))
@@ -186,12 +178,9 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
                 assert np.array_equal(got[name], want[name]), name
 
 
-def _four_cpu_recording(tmp_path, monkeypatch):
-    """A session of four CPUs that each recorded the captured CPU's pages (in
-    batches of 4 pages: several per CPU), and that recording."""
-    from noisescope.trace import session as session_module
-
-    monkeypatch.setattr(session_module, "PAGES_PER_BATCH", 4)
+def _four_cpu_recording(tmp_path):
+    """A session of four CPUs that each recorded the captured CPU's pages, and
+    that recording."""
     formats, layout, pages, _, clock = load_capture()
     [data] = pages.values()
     cpus = (0, 1, 2, 3)
@@ -199,10 +188,17 @@ def _four_cpu_recording(tmp_path, monkeypatch):
     session.formats, session.layout = formats, layout
     session.trace_clock = TraceClock("x86-tsc", clock)
     files = {}
-    for cpu in cpus:
+    for cpu in cpus:  # the captured CPU's pages, as if every CPU had recorded them
         files[cpu] = tmp_path / f"rec.cpu{cpu}.raw"
         files[cpu].write_bytes(data)
     return session, Recording(0, 2**62, {cpu: 0 for cpu in cpus}, files)
+
+
+def _in_batches_of_4_pages(monkeypatch) -> None:
+    """Several batches of pages per CPU of the captured buffer."""
+    from noisescope.trace import session as session_module
+
+    monkeypatch.setattr(session_module, "PAGES_PER_BATCH", 4)
 
 
 @pytest.mark.parametrize("killed", [False, True])
@@ -228,7 +224,8 @@ def test_cpus_decoded_side_by_side_spool_what_one_process_spools(tmp_path, monke
                 os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
 
         monkeypatch.setattr(handoff.StreamWriter, "close", dying_close)
-    session, recording = _four_cpu_recording(tmp_path, monkeypatch)
+    _in_batches_of_4_pages(monkeypatch)
+    session, recording = _four_cpu_recording(tmp_path)
     results = {}
     for workers in (1, 2, 3):
         spool = EventSpool(tmp_path / f"spool-{workers}")
@@ -264,7 +261,8 @@ def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
     from noisescope.trace.store import EventSpool
 
     monkeypatch.setattr(handoff, "AHEAD", 2)
-    session, recording = _four_cpu_recording(tmp_path, monkeypatch)
+    _in_batches_of_4_pages(monkeypatch)
+    session, recording = _four_cpu_recording(tmp_path)
     directory = tmp_path / "handoff"
     spool = EventSpool(tmp_path / "spool")
     spool.directory.mkdir()
