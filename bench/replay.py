@@ -5,7 +5,7 @@
 Decodes `--seconds` of one CPU of bench/many_cpus.py's synthetic recording
 (the captured buffer of tests/fixtures/trace/kvm-detour-inject repeated, its
 events and switches 20,000 a second: ticks, hrtimers, softirqs, switches),
-timing the decoding (which a scan does three times), then times
+timing the decoding (which a scan does twice), then times
 `switches.complete_switches` and `attribute.build_timeline` (which
 calls it) on them, the least CPU time of `--rounds` runs: the replay that
 attribute() runs for every chunk of a CPU's detours. Per event of both tables.

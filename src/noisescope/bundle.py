@@ -226,9 +226,9 @@ class Bundle:
             self._write_manifest(partial)
             if release_tables:
                 self._park(partial / PARKED)
-            # samples whole on disk first: a salvage takes them
-            _make_side_by_side([t for t in self._tables.values()
-                                if isinstance(t, StoredTable) and not t.optional])
+            for table in self._tables.values():  # samples whole on disk first: a salvage takes them
+                if isinstance(table, StoredTable) and not table.optional:
+                    table.ready()
             left_out = self._write_tables(partial, to_make, given_up)
             for name, text in self.files.items():
                 (partial / name).parent.mkdir(parents=True, exist_ok=True)
@@ -381,22 +381,6 @@ class _SummaryRows(MutableMapping):
 
     def __len__(self) -> int:
         return len(self._own) + sum(k not in self._own for k in self._kept)
-
-
-def _make_side_by_side(tables: list[StoredTable]) -> None:
-    """Make the tables' files, each in a thread of its own (as many at once as
-    this process may use CPUs): pyarrow lets go of the GIL while it encodes,
-    and a 256-CPU minute's detours and their causes are 90 million rows."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    waiting = [table for table in tables if not table.is_ready]
-    if len(waiting) <= 1:
-        for table in waiting:
-            table.ready()
-        return
-    with ThreadPoolExecutor(min(len(waiting), len(os.sched_getaffinity(0)))) as pool:
-        for made in [pool.submit(table.ready) for table in waiting]:
-            made.result()  # the first error is raised (once every table is done or failed)
 
 
 def _entry(name: str, table: Table | StoredTable | ParkedTable) -> dict:
