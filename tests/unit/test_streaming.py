@@ -76,13 +76,43 @@ def test_a_limit_keeps_the_first_samples_and_counts_the_rest():
     assert result == {"stored": 3, "overflow": 10, "stored_before_loss": 3}
 
 
-def run_with_injection(live_facts, duration_ns: int, spool_dir=None, **settings):
+def run_with_injection(live_facts, duration_ns: int, spool_dir=None, rate_hz=RATE_HZ,
+                       length_ns=20_000, **settings):
     cpu = max(os.sched_getaffinity(0))
     schedule, _ = plan_windows(duration_ns, rt=False)
     ctx = ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags),
                        priority=95 if RT else 0,
-                       injections=(Injection(cpu, RATE_HZ, 20_000),), spool_dir=spool_dir)
+                       injections=(Injection(cpu, rate_hz, length_ns),), spool_dir=spool_dir)
     return detour_probe.run(ctx, threshold_ns=THRESHOLD_NS, **settings)
+
+
+def test_rings_are_sized_by_rate_and_bounded_only_by_what_a_probe_can_store():
+    """A detour ring holds RING_SECONDS at the typical rate whatever the run's
+    length (a 300 ms run once had 1,500 slots: a busy CI machine's detours,
+    drained every 0.1 s, overflowed it); a probe on a schedule never gets more
+    slots than it can store, nor a limited one more than its limit."""
+    short, _ = plan_windows(SECOND * 3 // 10, rt=False)
+    long, _ = plan_windows(60 * SECOND, rt=False)
+    typical = detour_probe.DETOUR_RATE * native.RING_SECONDS
+    settings = detour_probe.DetourSettings(THRESHOLD_NS)
+    assert detour_probe.DETOUR.ring_size(settings, short, 1) == typical
+    assert detour_probe.DETOUR.ring_size(settings, long, 1) == typical
+    assert detour_probe.DETOUR.ring_size(settings, short, 4096) == native.MIN_RING
+    limited = detour_probe.DetourSettings(THRESHOLD_NS, max_detours=100)
+    assert detour_probe.DETOUR.ring_size(limited, long, 1) == 100
+    from noisescope.probes.quantum import FTQ, QuantumSettings, ftq_capacity
+    assert FTQ.ring_size(QuantumSettings(1_000_000), short, 1) == ftq_capacity(short, 1_000_000) \
+        < native.MIN_RING
+
+
+def test_a_short_run_at_a_high_detour_rate_stores_every_detour(live_facts):
+    """300 ms with 15,000 injections a second: 4,500 detours, three times what
+    the ring of a 300 ms run held before it was sized by rate."""
+    result = run_with_injection(live_facts, SECOND * 3 // 10, rate_hz=15_000.0, length_ns=3_000)
+    [summary] = result.summaries
+    assert summary["overflow"] == 0, result.diagnostics
+    assert summary["stored"] == summary["detours"] == result.tables["detours"].rows
+    assert summary["detours"] >= 0.9 * result.tables["injections"].rows >= 0.9 * 0.9 * 4_500
 
 
 @pytest.fixture

@@ -133,6 +133,9 @@ class Probe:
     # the two buffers of each spec that the sampler hands its samples over in
     # while it runs (a ring drained as they come), if it has samples
     ring: ClassVar[tuple[str, str] | None] = None
+    # whether expected_samples is the most a CPU can store (samples on a schedule:
+    # quanta, timer wakeups), not an estimate of what the machine will make
+    samples_bounded: ClassVar[bool] = True
 
     def settings(self, options: Any) -> Any:
         return self.Settings(**{f.name: getattr(options, f.name) for f in fields(self.Settings)})
@@ -148,7 +151,8 @@ class Probe:
         """Against the measurement clock (known last)."""
 
     def expected_samples(self, settings: Any, schedule: WindowSchedule, ncpus: int) -> int:
-        """The samples a CPU is expected to store in the run (at most)."""
+        """The samples a CPU is expected to store in the run: the most it can
+        when `samples_bounded`, else an estimate at a typical rate."""
         raise NotImplementedError
 
     def stored_limit(self, settings: Any) -> int | None:
@@ -157,8 +161,9 @@ class Probe:
 
     def ring_size(self, settings: Any, schedule: WindowSchedule, ncpus: int) -> int:
         """The slots of each CPU's ring, preallocated before the run."""
-        return ring_size(self.expected_samples(settings, schedule, ncpus), schedule.measured_ns,
-                         ncpus)
+        expected = self.expected_samples(settings, schedule, ncpus)
+        most = expected if self.samples_bounded else self.stored_limit(settings)
+        return ring_size(expected, schedule.measured_ns, ncpus, most)
 
     def specs(self, ctx: ProbeContext, settings: Any) -> list[dict]:
         """One native spec per CPU of ctx.cpus (probe-specific keys and buffers)."""

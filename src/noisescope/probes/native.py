@@ -36,11 +36,14 @@ MIN_RING = 10_000
 RING_BUDGET = 4_000_000  # ring slots over all CPUs (64 MB), MIN_RING per CPU at least
 
 
-def ring_size(expected: int, measured_ns: int, ncpus: int) -> int:
+def ring_size(expected: int, measured_ns: int, ncpus: int, most: int | None) -> int:
     """Slots of a sampler's ring for a run expected to store `expected` samples
-    per CPU in `measured_ns` of measuring."""
+    per CPU in `measured_ns` of measuring, and never more than `most` (None:
+    no bound; detours come at whatever rate the machine makes them, so a
+    short run's ring still holds MIN_RING of them)."""
     stretch = math.ceil(expected * RING_SECONDS * 1e9 / max(measured_ns, 1))
-    return max(0, min(expected, max(MIN_RING, min(stretch, RING_BUDGET // max(ncpus, 1)))))
+    slots = max(MIN_RING, min(stretch, RING_BUDGET // max(ncpus, 1)))
+    return max(0, min(slots, most) if most is not None else slots)
 
 
 def control_array(nthreads: int) -> np.ndarray:
