@@ -187,7 +187,12 @@ def test_bsp_measures_a_larger_slowdown_with_noise_on_one_rank(tmp_path):
     # what slows the quiet loop (collectives that wait).
     assert q["measured_slowdown"] + 0.04 < n["measured_slowdown"], (q, n)
     assert n["measured_slowdown"] <= q["measured_slowdown"] + local[0] + local[1], (q, n, local)
-    assert (q["predicted_slowdown_mean"] + 0.04 < n["predicted_slowdown_mean"]
+    # The prediction replays each rank's measured detours: the loop waits for
+    # rank 1 at every step, so it is slowed at least by rank 1's injected share
+    # (its work of C takes C / (1 - f) >= C (1 + f)); the quiet run's prediction
+    # (another run, another share of the host's noise) bounds it from above only.
+    injected_share = 500 * 200e-6
+    assert (0.9 * injected_share <= n["predicted_slowdown_mean"]
             <= q["predicted_slowdown_mean"] + local[0] + local[1]), (q, n, local)
     noise = {rank: r["noise_pct"] for rank, r in ranks.items()}
     assert 0.9 * 10 <= noise[1] <= 100 * MOST_LOST + noise[0], noise

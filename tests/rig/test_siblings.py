@@ -55,9 +55,10 @@ def test_a_foreign_spinner_on_the_sibling_is_foreign(runs):
 
 def test_the_workloads_own_second_task_on_the_sibling_is_same(runs):
     """The forked task spins on CPU 7 until the same moment as its parent on 6;
-    they overlap but for the fork and the move."""
+    they overlap but for the workload's start (exec from the 9p share, the
+    report, the fork: under TCG up to ~40% of a 300 ms run, 39% once)."""
     row = occupancy(runs, "spin", "same-sibling")
-    assert row["same_pct"] >= 60 and row["same_pct"] > row["idle_pct"], row
+    assert row["same_pct"] >= 50 and row["same_pct"] > row["idle_pct"], row
     assert row["foreign_pct"] <= 10 and row["unknown_pct"] == 0, row
 
 
