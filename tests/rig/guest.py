@@ -51,6 +51,11 @@ STEP_GRACE_S = 60  # a step this far past its own limit: the guest has stopped
 # No line from the guest job for this long (it prints one every 30 s: four
 # missed): the guest froze. Kernel messages (RCU stall reports) do not count.
 SILENCE_S = 120
+# The guest kernel's report of a CPU stuck for 21 s (rcu_cpu_stall_timeout):
+# under TCG a guest that printed one never recovered (the reports repeat every
+# minute until the silence above is found, 2-4 minutes later); no boot that
+# went on to end its job printed one.
+RCU_STALL = re.compile(r"rcu: INFO: rcu_\w+ (?:self-)?detected stalls?")
 WATCH_INTERVAL_S = 1
 # Modules a modular distribution kernel needs before it can mount the shared root.
 GUEST_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
@@ -394,7 +399,8 @@ def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step],
     it does not reach its job in BOOT_ALLOWANCE_S, its job prints nothing for
     `silence_s` (the guest froze), or a step runs past its own time limit by
     STEP_GRACE_S (the guest job kills a step at its limit, so a step that
-    overruns it means the guest itself stopped making progress)."""
+    overruns it means the guest itself stopped making progress), or its kernel
+    reports an RCU stall (RCU_STALL)."""
     limits = {s.name: s.timeout_s for s in steps}
     began = time.monotonic()
     current, since, heard = None, began, None
@@ -410,6 +416,8 @@ def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step],
                 since = time.monotonic()
             elif line.startswith("rig: job starts"):
                 since = time.monotonic()
+            elif RCU_STALL.search(line):
+                return f"reported an RCU stall in step {current}: {line.strip()}"
         seen = len(text)
         waited = time.monotonic() - since
         if current is None and "rig: job starts" not in text and waited > BOOT_ALLOWANCE_S:
