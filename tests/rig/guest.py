@@ -48,9 +48,9 @@ MEMORY_MB = 2048
 ISOLATION = "isolcpus=2,3 nohz_full=2,3"
 BOOT_ALLOWANCE_S = 120  # from QEMU's start to the guest's job
 STEP_GRACE_S = 60  # a step this far past its own limit: the guest has stopped
-# No line from the guest job for this long (it prints one every 30 s: four
-# missed): the guest froze. Kernel messages (RCU stall reports) do not count.
-SILENCE_S = 120
+# No line from the guest job for this long (it prints one every 30 s: three
+# missed): the guest froze. Kernel messages do not count (but RCU_STALL).
+SILENCE_S = 90
 # The guest kernel's report of a CPU stuck for 21 s (rcu_cpu_stall_timeout):
 # under TCG a guest that printed one never recovered (the reports repeat every
 # minute until the silence above is found, 2-4 minutes later); no boot that
