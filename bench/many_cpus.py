@@ -20,8 +20,9 @@ Then, in a child process per N (its peak RSS is its own), the scan's own
 post-processing runs as `scan._measure` calls it for a scan with a bundle
 (the detours spooled to files, read back a batch at a time):
 `scan.build_bundle` (the trace decoded once to count it and write its events
-to Parquet: `decode`; the detours explained from the pages, decoded again:
-`attribution`, in `procs` worker processes, a CPU at a time), the spectra
+to Parquet, explaining the detours as it reads their recording's pages, in
+`procs` worker processes, a CPU at a time: `decode`; the rest, mostly their
+summary: `attribution`), the spectra
 (`bundle_spectra`, in worker processes too), the bundle written with its
 tables out of memory (`write`), and `noisescope report` in its own process as
 scan runs it (`report`). Printed: seconds and peak memory of each stage (RSS;
@@ -263,10 +264,10 @@ def post_process(cpus: int, seconds: float, destination: Path, workers: int | No
     stages: dict[str, tuple[float, float]] = {}
     decode = tracing._decode  # timed on its own: the rest of build_bundle is attribution
 
-    def timed_decode(stage):
+    def timed_decode(stage, *args):
         started = time.perf_counter()
         try:
-            return decode(stage)
+            return decode(stage, *args)
         finally:
             stages["decode"] = (time.perf_counter() - started, peak_mib())
             reset_peak()

@@ -20,7 +20,7 @@ from noisescope.tables import StoredTable, Table
 from noisescope.trace import attribute
 from noisescope.trace.events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from noisescope.trace.session import MAX_BUFFER_KB, MIN_BUFFER_KB, TraceClock, buffer_kb_for
-from noisescope.trace.store import EventSpool, PageBatch, RecordedEvents
+from noisescope.trace.store import EventSpool, PageBatch, RecordedEvents, time_span
 from noisescope.trace.tracefs import (
     TracingUnavailable,
     leftover_instances,
@@ -243,6 +243,54 @@ def test_consecutive_reads_decode_a_shared_batch_once(tmp_path):
     assert decoded == [b"100", b"200", b"300", b"100", b"200"]  # 1 and 2 kept, then needed again
 
 
+def test_events_streamed_while_decoded_are_those_read_again(tmp_path, monkeypatch):
+    """StreamedEvents (a CPU's batches as the first pass decodes them) gives
+    what RecordedEvents gives, for reads whose starts never move back, lets
+    the batches before a read's start go, and pulls no batch before a read
+    needs it."""
+    from noisescope.trace import session as session_module
+    from noisescope.trace.events import RawDecoder, Symbols
+    from noisescope.trace.store import StreamedEvents
+
+    formats, layout, pages, _, clock = load_capture()
+    monkeypatch.setattr(session_module, "PAGES_PER_BATCH", 4)
+    [(cpu, data)] = pages.items()
+    raw = tmp_path / "cpu.raw"
+    raw.write_bytes(data)
+    decoder = RawDecoder(formats, layout, TraceClock("x86-tsc", clock).to_ns,
+                         Symbols(CAPTURE / "kallsyms"))
+    step = 4 * layout.page_size
+    decoded = [decoder.decode(cpu, data[k:k + step]) for k in range(0, len(data), step)]
+    recorded = RecordedEvents(decoder, [PageBatch(cpu, raw, k, step, first, last) for k, batch in
+                                        zip(range(0, len(data), step), decoded, strict=True)
+                                        if (span := time_span(batch)) for first, last in [span]],
+                              set())
+    pulled = []
+
+    def batches():
+        for batch in decoded:
+            pulled.append(batch)
+            yield batch
+
+    streamed = StreamedEvents(cpu, batches(), {"sched_switch"})
+    ts = np.sort(np.concatenate([b.events["timestamp_ns"] for b in decoded]))
+    reads = [(int(ts[0]), int(ts[50])), (int(ts[40]), int(ts[400])), (int(ts[400]), int(ts[400])),
+             (int(ts[1000]), int(ts[3000])), (int(ts[3000]), int(ts[-1]) + 1)]
+    for start, end in reads:
+        got, want = streamed.read(cpu, start, end), recorded.read(cpu, start, end)
+        for a, b in ((got.events, want.events), (got.switches, want.switches)):
+            for name in b.columns:
+                assert np.array_equal(a[name], b[name]), name
+        # pulled only until it held a batch that begins after the read's end; let go only what
+        # ended before its start
+        assert len(pulled) < 2 or time_span(pulled[-2])[0] <= end
+        assert streamed._held[0][1] >= start
+    assert len(pulled) == len(decoded) and len(streamed._held) < len(decoded) / 2
+    assert streamed.event_names() == {"sched_switch"}
+    with pytest.raises(ValueError, match="CPU"):
+        streamed.read(cpu + 1, 0, 1)
+
+
 def _two_recordings(tmp_path, monkeypatch):
     """A session over the captured raw pages, and two recordings of them."""
     from noisescope.trace import session as session_module
@@ -297,13 +345,13 @@ def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
     whole = session.decode(recordings[0][1])
     decode = session.decode
 
-    def stopping_decode(recording, sink=None):
+    def stopping_decode(recording, sink=None, read_along=None):
         if recording is recordings[1][1] and stop_in_second:
             def stop_after_one(batch):
                 sink(batch)
                 raise KeyboardInterrupt  # a Ctrl-C after the first batch went to the spool
-            return decode(recording, stop_after_one)
-        return decode(recording, sink)
+            return decode(recording, stop_after_one, read_along)
+        return decode(recording, sink, read_along)
 
     monkeypatch.setattr(session, "decode", stopping_decode)
     stage = interrupts.Stage()

@@ -144,22 +144,9 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
 
         monkeypatch.setattr(ParkedTable, "park", dying_park)
     session, recording = _four_cpu_recording(tmp_path)
-    cpus = tuple(recording.pages)
     capture = session.decode(recording)
     trace = session.recorded_events([capture])
-    run = json.loads((CAPTURE / "run.json").read_text())
-    starts, durations = (np.array(run["detours"][c], np.int64) for c in ("start_ns", "duration_ns"))
-    detours = {}
-    for cpu, chosen in zip(cpus, reversed(np.array_split(np.arange(len(starts)), len(cpus))),
-                           strict=True):  # a quarter of the captured detours each, the last
-        # on CPU 0: each CPU meets the causes in another order than all CPUs together do
-        detours[cpu] = Table({"cpu": np.full(len(chosen), cpu, np.int32),
-                              "start_ns": starts[chosen], "duration_ns": durations[chosen]})
-    empty = detours[0].filter(slice(0, 0))
-    spooled = SpooledTable.of(tmp_path / "detours.parquet", empty, [
-        (cpu, table.rows, lambda table=table: iter([table.filter(slice(0, 120)),
-                                                    table.filter(slice(120, None))]))
-        for cpu, table in detours.items()])
+    spooled, detours = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
     results = []
     for workers in (1, 3):
         annotated, causes = scanning.attribute_in_batches(
@@ -176,6 +163,25 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
             assert got.columns == want.columns
             for name in want.columns:
                 assert np.array_equal(got[name], want[name]), name
+
+
+def _quarters_of_the_captured_detours(tmp_path, cpus):
+    """A quarter of the captured run's detours on each CPU, the last on CPU 0 (each
+    CPU meets the causes in another order than all CPUs together do), spooled in
+    two batches a CPU; and the same as tables."""
+    run = json.loads((CAPTURE / "run.json").read_text())
+    starts, durations = (np.array(run["detours"][c], np.int64) for c in ("start_ns", "duration_ns"))
+    detours = {}
+    for cpu, chosen in zip(cpus, reversed(np.array_split(np.arange(len(starts)), len(cpus))),
+                           strict=True):
+        detours[cpu] = Table({"cpu": np.full(len(chosen), cpu, np.int32),
+                              "start_ns": starts[chosen], "duration_ns": durations[chosen]})
+    empty = detours[cpus[0]].filter(slice(0, 0))
+    spooled = SpooledTable.of(tmp_path / "detours.parquet", empty, [
+        (cpu, table.rows, lambda table=table: iter([table.filter(slice(0, 120)),
+                                                    table.filter(slice(120, None))]))
+        for cpu, table in detours.items()])
+    return spooled, detours
 
 
 def _four_cpu_recording(tmp_path):
@@ -282,3 +288,75 @@ def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
     assert pq.ParquetFile(source.events_path).metadata.num_rows == capture.event_count
+
+
+@pytest.mark.parametrize("workers,killed", [(1, False), (3, False), (3, True)])
+def test_detours_explained_while_the_pages_are_decoded_are_those_explained_afterwards(
+        tmp_path, monkeypatch, workers, killed):
+    """The first decoding pass explains each CPU's detours as it decodes the
+    CPU's pages (`_ExplainAlong`), in one process and with its CPUs in 3
+    workers, in batches of 4 pages, parts of 80 detours and chunks of 10 ms:
+    the same tables, row for row, as attribute_in_batches makes from the pages
+    decoded again, and each batch of pages is decoded once. Killed: the worker
+    of CPU 2 dies once that CPU is explained; the scan's own process decodes and
+    explains it again."""
+    from noisescope.trace.events import RawDecoder
+    from noisescope.trace.store import EventSpool
+
+    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 80)
+    monkeypatch.setattr(attribute_module, "CHUNK_NS", 10_000_000)
+    _in_batches_of_4_pages(monkeypatch)
+    session, recording = _four_cpu_recording(tmp_path)
+    spooled, detours = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
+    along = scanning._ExplainAlong(spooled, None, set(session.formats), tmp_path / "along")
+    assert along.reads("detour", recording) and not along.reads("ftq", recording)
+    if killed:
+        explain, parent = scanning._ExplainAlong.__call__, os.getpid()
+
+        def dying_explain(self, cpu, batches):
+            explained = explain(self, cpu, batches)
+            if os.getpid() != parent and cpu == 2:
+                (tmp_path / f"killed-{os.getpid()}").touch()
+                os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+            return explained
+
+        monkeypatch.setattr(scanning._ExplainAlong, "__call__", dying_explain)
+    decode, decoded = RawDecoder.decode, tmp_path / "decoded"
+
+    def counted_decode(self, cpu, pages):
+        with open(decoded, "a") as out:  # (from the workers too)
+            out.write(f"{cpu}\n")
+        return decode(self, cpu, pages)
+
+    monkeypatch.setattr(RawDecoder, "decode", counted_decode)
+    spool = EventSpool(tmp_path / "spool")
+    spool.directory.mkdir()
+    if workers == 1:
+        capture = session.decode(recording, spool.append, along)
+    else:
+        capture = session.decode_side_by_side(recording, spool.append_table, workers,
+                                              tmp_path / "handoff", along)
+    spool.finish()
+    assert len(list(tmp_path.glob("killed-*"))) == (1 if killed else 0)
+    calls = decoded.read_text().split()
+    for cpu in recording.pages:  # once per batch of pages (the killed worker's CPU: what the
+        # worker decoded before it died, and all of it again in the parent)
+        batches = sum(b.cpu == cpu for b in capture.batches)
+        if killed and cpu == 2:
+            assert batches < calls.count(str(cpu)) < 2 * batches
+        else:
+            assert calls.count(str(cpu)) == batches
+    trace = session.recorded_events([capture])
+    got = scanning.spooled_attribution(spooled, trace, capture.coverage, capture.read_along,
+                                       along.directory)
+    decoded.unlink()
+    want = scanning.attribute_in_batches(spooled, trace, capture.coverage, None,
+                                         tmp_path / "afterwards", 1)
+    assert decoded.read_text().split()  # there, the pages that hold detours are decoded again
+    annotated, causes = want[0].load(), want[1].load()
+    assert annotated.rows == sum(t.rows for t in detours.values()) and causes.rows > 2 * annotated.rows
+    for table_got, table_want in zip(got, (annotated, causes), strict=True):
+        table_got = table_got.load()
+        assert table_got.columns == table_want.columns
+        for name in table_want.columns:
+            assert np.array_equal(table_got[name], table_want[name]), name

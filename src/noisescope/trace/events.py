@@ -111,10 +111,12 @@ class TraceEvents:
 
     events: Table
     switches: Table
+    in_order: bool = False  # both tables one CPU's, in time order (a decoded batch): read
+    # by slicing, never sorted
 
     @classmethod
     def empty(cls) -> TraceEvents:
-        return cls(_event_table([], [], [], [], [], []), _switch_table({}))
+        return cls(_event_table([], [], [], [], [], []), _switch_table({}), True)
 
     @classmethod
     def concat(cls, parts: Iterable[TraceEvents]) -> TraceEvents:
@@ -127,10 +129,15 @@ class TraceEvents:
 
     def sorted(self) -> TraceEvents:
         """Ordered by CPU, then time (stable: equal times keep buffer order)."""
+        if self.in_order:
+            return self
         return TraceEvents(_sort(self.events), _sort(self.switches))
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
         """Events of one CPU with start_ns <= time <= end_ns, in time order."""
+        if self.in_order:
+            return TraceEvents(*(_slice(t, cpu, start_ns, end_ns) for t in (self.events,
+                                                                             self.switches)), True)
         return TraceEvents(_between(self.events, cpu, start_ns, end_ns),
                            _between(self.switches, cpu, start_ns, end_ns)).sorted()
 
@@ -142,10 +149,18 @@ class TraceEvents:
 def _between(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
     ts, cpus = table["timestamp_ns"], table["cpu"]
     if table.rows and cpus[0] == cpu == cpus[-1] and _in_order(table):
-        # one CPU's rows in time order (a decoded batch): a slice, no copy
-        return table.filter(slice(np.searchsorted(ts, start_ns, side="left"),
-                                  np.searchsorted(ts, end_ns, side="right")))
+        return _slice(table, cpu, start_ns, end_ns)
     return table.filter((cpus == cpu) & (ts >= start_ns) & (ts <= end_ns))
+
+
+def _slice(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
+    """The rows of a table of one CPU's rows in time order that `_between` picks:
+    a slice, no copy."""
+    if not table.rows or table["cpu"][0] != cpu:
+        return table.filter(slice(0, 0))
+    ts = table["timestamp_ns"]
+    return table.filter(slice(np.searchsorted(ts, start_ns, side="left"),
+                              np.searchsorted(ts, end_ns, side="right")))
 
 
 def _in_order(table: Table) -> bool:
@@ -405,7 +420,7 @@ class RawDecoder:
             switches, keys)
         texts = self._texts_of(pages, keys[:, :n_keys])
         return TraceEvents(self._events(cpu, events[:, :n_events], texts),
-                           self._switches(cpu, switches[:, :n_switches], texts))
+                           self._switches(cpu, switches[:, :n_switches], texts), in_order=True)
 
     def _room(self, records: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The native decoder's output arrays (events, switches, keys) with room

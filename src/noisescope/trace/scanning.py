@@ -8,9 +8,12 @@ they are decoded once the measuring is over. Without a destination the
 decoded events are kept in memory (they are bundle tables). When the scan
 writes a bundle, they never are: the first decoding pass writes them batch
 by batch to Parquet files in the work directory (beside the bundle:
-`.NAME.trace-PID/`), which the bundle links in, and the detours are
-explained from the copies of the buffers, decoded again batch by batch
-(`RecordedEvents`: less memory than reading the Parquet files back)."""
+`.NAME.trace-PID/`), which the bundle links in, and explains the detours
+as it reads the pages of the detour probe's recording (`_ExplainAlong`).
+What is read again afterwards (the worst detours' events, late wakeups, the
+detours of a recording that lost events or has osnoise events) comes from
+the copies of the buffers, decoded again batch by batch (`RecordedEvents`:
+less memory than reading the Parquet files back)."""
 
 from __future__ import annotations
 
@@ -34,8 +37,9 @@ from ..workers import run_parts, worker_count
 from .attribute import CHUNK_NS, Labels, attribute, chunk_starts
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
+from .osnoise import OSNOISE_CLASSES
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
-from .store import EventSource, EventSpool
+from .store import EventSource, EventSpool, StreamedEvents
 from .tracefs import TracingUnavailable
 from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
 from .wakeups import explain_late_wakeups
@@ -208,26 +212,33 @@ class ScanTracing:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- results -------------------------------------------------------------------
-    def _decode(self, stage: interrupts.Stage) -> EventSource:
+    def _decode(self, stage: interrupts.Stage, along: _ExplainAlong | None = None
+                ) -> EventSource:
         """Decode every recording (the captures: counts, coverage, event
         names) until a stop; when spooling, the same pass writes the events
-        to the spool. Returns where to read the events again by CPU and time."""
+        to the spool, and explains the detours (`along`) as it reads the
+        pages of the recording that holds them. Returns where to read the
+        events again by CPU and time."""
         assert self.session is not None
         spool = (_FirstPassSpool(EventSpool(self.workdir)) if self.spooling and self.workdir
                  is not None else None)
         try:
             for probe, recording in self.recordings:
                 # The raw pages of a scan that writes a bundle are read again
-                # to explain the detours; text (the fallback reader) is parsed
-                # whole, so it is kept.
+                # (the worst detours' events, late wakeups); text (the fallback
+                # reader) is parsed whole, so it is kept.
                 sink = None if spool is None or recording.text is not None else spool
+                reader = along if along is not None and along.reads(probe, recording) else None
                 capture = stage.run("reading the trace",
-                                    lambda r=recording, s=sink: self._decode_recording(r, s))
+                                    lambda r=recording, s=sink, a=reader:
+                                    self._decode_recording(r, s, a))
                 if capture is None:
                     self.incomplete = True
                     break
                 if spool is not None and capture.events is not None:
                     spool.append(capture.events)
+                if reader is not None:
+                    reader.explained = capture.read_along
                 self.captures.append((probe, capture))
                 if spool is None:  # nothing reads these pages again: free the disk (often tmpfs)
                     recording.remove_files()
@@ -245,16 +256,37 @@ class ScanTracing:
             return self.session.recorded_events(captures)
         return TraceEvents.concat(c.events for c in captures if c.events is not None)
 
-    def _decode_recording(self, recording: Recording, spool: _FirstPassSpool | None) -> Capture:
-        """One recording decoded, its events to `spool` if given: CPUs side by
-        side in worker processes where there are several to run on."""
+    def _decode_recording(self, recording: Recording, spool: _FirstPassSpool | None,
+                          along: _ExplainAlong | None = None) -> Capture:
+        """One recording decoded, its events to `spool` if given (and read by
+        `along`): CPUs side by side in worker processes where there are
+        several to run on."""
         assert self.session is not None and self.workdir is not None
         workers = worker_count(len(recording.pages), self.options.workers)
+        if along is not None:
+            self.attribution_workers = workers
         if spool is None or workers <= 1 or self.session.layout is None:
-            return self.session.decode(recording, spool.append if spool is not None else None)
+            return self.session.decode(recording, spool.append if spool is not None else None,
+                                       along)
         spool.wait_idle()  # the workers are forked: no thread may be busy
         return self.session.decode_side_by_side(recording, spool.append_table, workers,
-                                                self.workdir / "handoff")
+                                                self.workdir / "handoff", along)
+
+    def _explain_along(self, tables: dict) -> _ExplainAlong | None:
+        """How the first decoding pass explains the detours as it goes, where
+        it can: a scan that spools raw pages, spooled detours, and no osnoise
+        events (their classes depend on which events the whole trace holds,
+        which the pass knows only at its end). Else None: they are explained
+        afterwards, from the pages decoded again (`attribute_in_batches`)."""
+        assert self.session is not None
+        detours = tables.get("detours")
+        if not (self.spooling and self.session.layout is not None
+                and isinstance(detours, SpooledTable) and detours.rows
+                and sum(probe == "detour" for probe, _ in self.recordings) == 1
+                and not any(name in self.session.formats for name in OSNOISE_CLASSES)):
+            return None
+        return _ExplainAlong(detours, invisible_to_the_kernel(tables.get("injections")),
+                             set(self.session.formats), detours.path.parent.parent / "attributed")
 
     def _stored_events(self) -> dict[str, StoredTable]:
         """The bundle's `events` and `sched_switch` tables when spooling:
@@ -304,7 +336,8 @@ class ScanTracing:
         analysis short (`stage`): what is done is kept, the rest is left out."""
         if self.session is None:
             return {"enabled": False, "reason": self.reason}
-        trace = self._decode(stage)
+        along = self._explain_along(tables)
+        trace = self._decode(stage, along)
         coverage = self.coverage()
         if self.spooling:
             tables.update(self._stored_events())
@@ -317,7 +350,10 @@ class ScanTracing:
                                                         for _, c in self.captures):
             def explain_detours():
                 injected = invisible_to_the_kernel(tables.get("injections"))
-                if isinstance(detours, SpooledTable):
+                if along is not None and along.explained is not None:
+                    annotated, causes = spooled_attribution(
+                        detours, trace, coverage, along.explained, along.directory)
+                elif isinstance(detours, SpooledTable):
                     self.attribution_workers = worker_count(len(detours.sources), self.options.workers)
                     annotated, causes = attribute_in_batches(
                         detours, trace, coverage, injected, detours.path.parent.parent / "attributed",
@@ -438,20 +474,68 @@ def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Ta
     pyarrow yet); returns both as spooled tables. The CPUs are independent:
     `workers` processes explain them side by side (`workers.run_parts`)."""
     cpus = sorted(cpu for cpu, _, _ in detours.sources)
-    rows = {cpu: rows for cpu, rows, _ in detours.sources}
     explained = run_parts(lambda cpu: _attribute_cpu(cpu, detours, trace, coverage, injected,
                                                      directory), cpus, workers)
+    return spooled_attribution(detours, trace, coverage, dict(zip(cpus, explained, strict=True)),
+                               directory)
+
+
+Explained = tuple[list[ParkedTable], list[ParkedTable]]  # a CPU's parked detours and causes
+
+
+def spooled_attribution(detours: SpooledTable, trace: EventSource, coverage: Table,
+                        explained: dict[int, Explained], directory: Path
+                        ) -> tuple[SpooledTable, SpooledTable]:
+    """The detours with their causes, and the causes, as spooled tables of
+    each CPU's parked parts (`_attribute_cpu`)."""
+    cpus = sorted(cpu for cpu, _, _ in detours.sources)
+    rows = {cpu: rows for cpu, rows, _ in detours.sources}
 
     def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
         return lambda: (part.load() for part in parts)
 
-    annotated = [(cpu, rows[cpu], parked(mine)) for cpu, (mine, _) in zip(cpus, explained, strict=True)]
-    causes = [(cpu, sum(part.rows for part in mine), parked(mine))
-              for cpu, (_, mine) in zip(cpus, explained, strict=True)]
+    annotated = [(cpu, rows[cpu], parked(explained[cpu][0])) for cpu in cpus]
+    causes = [(cpu, sum(part.rows for part in explained[cpu][1]), parked(explained[cpu][1]))
+              for cpu in cpus]
     assert detours.empty is not None
     none = attribute(detours.empty, trace, coverage)  # the columns' types
     return (SpooledTable.of(directory / "detours.parquet", none.annotate(detours.empty), annotated),
             SpooledTable.of(directory / "detour_causes.parquet", none.causes, causes))
+
+
+@dataclass
+class _ExplainAlong:
+    """The detours explained by the first decoding pass as it reads the pages
+    of the detour probe's recording (`session.ReadAlong`), each CPU in the
+    process that decodes it: its pages are decoded once, not again for the
+    attribution. The result is that of `attribute_in_batches` (the same
+    replay of the same events, chunk by chunk in time order)."""
+
+    detours: SpooledTable
+    injected: Table | None
+    names: set[str]  # the events the session records (no osnoise events among them)
+    directory: Path  # where each CPU's parts are parked
+    coverage: Table | None = None  # of the recording being read
+    explained: dict[int, Explained] | None = None  # per CPU, once the recording is decoded
+
+    def reads(self, probe: str, recording: Recording) -> bool:
+        """Whether this recording is the one to read along (and take its
+        coverage: where no events were lost, the whole recording; a CPU that
+        lost some is complete only up to its last event, known at the end, so
+        such a recording's detours are explained afterwards)."""
+        if probe != "detour" or not recording.pages or any(recording.lost.values()):
+            return False
+        cpus = sorted(recording.pages)
+        self.coverage = Table({"cpu": np.array(cpus, np.int32),
+                               "start_ns": np.full(len(cpus), recording.start_ns, np.int64),
+                               "end_ns": np.full(len(cpus), recording.end_ns, np.int64),
+                               "lost_events": np.zeros(len(cpus), np.int64)})
+        return True
+
+    def __call__(self, cpu: int, batches: Iterator[TraceEvents]) -> Explained:
+        assert self.coverage is not None
+        return _attribute_cpu(cpu, self.detours, StreamedEvents(cpu, batches, self.names),
+                              self.coverage, self.injected, self.directory)
 
 
 def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage: Table,

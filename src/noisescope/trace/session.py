@@ -55,7 +55,7 @@ from .events import (
     parse_text,
 )
 from .osnoise import osnoise_classes
-from .store import PageBatch, RecordedEvents
+from .store import PageBatch, RecordedEvents, time_span
 from .tracefs import (
     DEFAULT_MOUNTPOINT,
     Instance,
@@ -174,6 +174,8 @@ class Capture:
     missed_pages: int = 0
     batches: list[PageBatch] = field(default_factory=list)
     event_names: set[str] = field(default_factory=set)
+    read_along: dict[int, object] = field(default_factory=dict)  # per CPU, what a
+    # ReadAlong made of the CPU's events as they were decoded
 
 
 @dataclass
@@ -393,67 +395,92 @@ class TraceSession:
                 shutil.copyfileobj(text, out)
         return recording
 
-    def decode(self, recording: Recording, sink: Callable[[TraceEvents], None] | None = None
-               ) -> Capture:
+    def decode(self, recording: Recording, sink: Callable[[TraceEvents], None] | None = None,
+               read_along: ReadAlong | None = None) -> Capture:
         """Decode a recording's files; the events go to `sink` batch by batch
-        if given, else into the Capture."""
+        if given, else into the Capture. `read_along` (raw pages only) reads
+        each CPU's events as they are decoded (the Capture keeps what it made)."""
         assert self.trace_clock is not None
         kept: list[TraceEvents] = []
         tally = _Tally()
+        made = {}
         if self.layout is not None:
             decoder = self.raw_decoder()
             for cpu, path in recording.pages.items():
-                tally.merge(self._decode_pages(decoder, cpu, path, sink or kept.append))
+                part, made[cpu] = self._decode_pages(decoder, cpu, path, sink or kept.append,
+                                                     read_along)
+                tally.merge(part)
         elif recording.text is not None:
             with open(recording.text, errors="replace") as lines:
                 tally.take(parse_text(lines, self.trace_clock.to_ns), sink or kept.append)
-        return self._capture(recording, tally, None if sink else TraceEvents.concat(kept))
+        capture = self._capture(recording, tally, None if sink else TraceEvents.concat(kept))
+        if read_along is not None:
+            capture.read_along = made
+        return capture
 
     def decode_side_by_side(self, recording: Recording, feed: handoff.Feed, workers: int,
-                            directory: Path) -> Capture:
+                            directory: Path, read_along: ReadAlong | None = None) -> Capture:
         """decode(), its CPUs in `workers` processes (raw pages only): their
         events go to `feed` (a table's name and a batch of it, an Arrow table)
-        in CPU order, through Arrow streams in `directory` (trace.handoff)."""
+        in CPU order, through Arrow streams in `directory` (trace.handoff);
+        `read_along` reads them in the worker too, as in decode()."""
         assert self.layout is not None
         cpus = list(recording.pages)
         parent = os.getpid()
         directory.mkdir(exist_ok=True)
 
-        def decode_cpu(cpu: int) -> _Tally:
+        def decode_cpu(cpu: int) -> tuple[_Tally, object]:
             handoff.wait_for_room(directory, parent)
             streams = handoff.StreamWriter(directory, cpu)
-            tally = self._decode_pages(self.raw_decoder(), cpu, recording.pages[cpu], streams)
+            done = self._decode_pages(self.raw_decoder(), cpu, recording.pages[cpu], streams,
+                                      read_along)
             streams.close()
-            return tally
+            return done
 
         feeder = handoff.Feeder(directory, cpus, feed)
         finished = False
         try:
-            tallies = run_parts(decode_cpu, cpus, workers, forked=feeder.start)
+            decoded = run_parts(decode_cpu, cpus, workers, forked=feeder.start)
             finished = True
         finally:
             feeder.stop(finished)
             shutil.rmtree(directory, ignore_errors=True)
         tally = _Tally()
-        for part in tallies:
+        for part, _ in decoded:
             tally.merge(part)
-        return self._capture(recording, tally, None)
+        capture = self._capture(recording, tally, None)
+        if read_along is not None:
+            capture.read_along = {cpu: made for cpu, (_, made) in zip(cpus, decoded, strict=True)}
+        return capture
 
     def _decode_pages(self, decoder: RawDecoder, cpu: int, path: Path,
-                      sink: Callable[[TraceEvents], None]) -> _Tally:
-        """One CPU's copy of its buffer, PAGES_PER_BATCH pages at a time."""
+                      sink: Callable[[TraceEvents], None], read_along: ReadAlong | None = None
+                      ) -> tuple[_Tally, object]:
+        """One CPU's copy of its buffer, PAGES_PER_BATCH pages at a time, each
+        batch tallied and handed to `sink` (and read by `read_along`, which
+        then gets an iterator of them: what it leaves is decoded after it);
+        returns the tally and what read_along made (None without one)."""
         assert self.layout is not None
         tally = _Tally()
-        offset = 0
-        with open(path, "rb") as raw:
-            while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
-                span = tally.take(decoder.decode(cpu, pages), sink)
-                if span is not None:
-                    tally.batches.append(PageBatch(cpu, path, offset, len(pages), *span))
-                offset += len(pages)
+
+        def batches() -> Iterator[TraceEvents]:
+            offset = 0
+            with open(path, "rb") as raw:
+                while pages := raw.read(PAGES_PER_BATCH * self.layout.page_size):
+                    batch = decoder.decode(cpu, pages)
+                    span = tally.take(batch, sink)
+                    if span is not None:
+                        tally.batches.append(PageBatch(cpu, path, offset, len(pages), *span))
+                    offset += len(pages)
+                    yield batch
+
+        decoded = batches()
+        made = read_along(cpu, decoded) if read_along is not None else None
+        for _ in decoded:  # what the reader did not need
+            pass
         tally.missed = decoder.missed_pages
         decoder.missed_pages = 0
-        return tally
+        return tally, made
 
     def _capture(self, recording: Recording, tally: _Tally, events: TraceEvents | None) -> Capture:
         ends = [tally.last.get(cpu, recording.start_ns) if recording.lost[cpu] else recording.end_ns
@@ -523,6 +550,11 @@ class TraceSession:
             self._mount = None
 
 
+# What reads a CPU's events while they are decoded: (cpu, its batches in time
+# order) -> a result (picklable: it may come from a worker process).
+ReadAlong = Callable[[int, Iterator[TraceEvents]], object]
+
+
 def _quiesce(instance: Instance) -> None:
     """Leave an instance we could not remove recording nothing, with small buffers."""
     for relative, value in (("tracing_on", "0"), ("events/enable", "0"), ("buffer_size_kb", "1")):
@@ -560,10 +592,13 @@ class _Tally:
         self.events += batch.events.rows
         self.switches += batch.switches.rows
         self.names.update(batch.event_names())
+        span = time_span(batch)
         for table in (batch.events, batch.switches):
-            for cpu in np.unique(table["cpu"]).tolist():
-                latest = int(table["timestamp_ns"][table["cpu"] == cpu].max())
+            cpus = [int(table["cpu"][0])] if batch.in_order and table.rows else \
+                np.unique(table["cpu"]).tolist()
+            for cpu in cpus:
+                latest = span[1] if batch.in_order else \
+                    int(table["timestamp_ns"][table["cpu"] == cpu].max())
                 self.last[cpu] = max(self.last.get(cpu, latest), latest)
         sink(batch)
-        times = [t["timestamp_ns"] for t in (batch.events, batch.switches) if t.rows]
-        return (min(int(t.min()) for t in times), max(int(t.max()) for t in times)) if times else None
+        return span

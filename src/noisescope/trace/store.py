@@ -21,6 +21,7 @@ import itertools
 import os
 import queue
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -159,7 +160,6 @@ class RecordedEvents:
     decoder: RawDecoder
     batches: list[PageBatch]
     names: set[str]  # every event name in the recordings ('sched_switch' included)
-    _last: tuple[tuple[PageBatch, ...], TraceEvents] | None = field(default=None, repr=False)
     _decoded: dict[PageBatch, TraceEvents] = field(default_factory=dict, repr=False)  # the
     # batches of the last read: consecutive reads (a CPU's spans, in time order) share batches
     _by_cpu: dict[int, tuple[list[PageBatch], _Overlaps]] = field(default_factory=dict,
@@ -174,16 +174,13 @@ class RecordedEvents:
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
         batches, overlaps = self._by_cpu.get(cpu, ([], None))
-        chosen = tuple(batches[k] for k in overlaps.find(start_ns, end_ns)) if overlaps else ()
-        if self._last is None or chosen != self._last[0]:
-            # let the batches no longer needed go before decoding the next ones
-            self._last = None
-            self._decoded = {b: self._decoded[b] for b in chosen if b in self._decoded}
-            for batch in chosen:
-                if batch not in self._decoded:
-                    self._decoded[batch] = self._decode(batch)
-            self._last = (chosen, TraceEvents.concat(self._decoded[b] for b in chosen))
-        return self._last[1].read(cpu, start_ns, end_ns)
+        chosen = [batches[k] for k in overlaps.find(start_ns, end_ns)] if overlaps else []
+        # let the batches no longer needed go before decoding the next ones
+        self._decoded = {b: self._decoded[b] for b in chosen if b in self._decoded}
+        for batch in chosen:
+            if batch not in self._decoded:
+                self._decoded[batch] = self._decode(batch)
+        return _parts_of(cpu, start_ns, end_ns, [self._decoded[b] for b in chosen])
 
     def event_names(self) -> set[str]:
         return set(self.names)
@@ -192,6 +189,51 @@ class RecordedEvents:
         with open(batch.path, "rb") as raw:
             raw.seek(batch.offset)
             return self.decoder.decode(batch.cpu, raw.read(batch.size))
+
+
+class StreamedEvents:
+    """One CPU's events read while its pages are decoded (the first decoding
+    pass reads them for the attribution as it goes: `session.ReadAlong`).
+    Reads must come with starts that never move back, as a CPU's spans are
+    explained; the batches wholly before the last start are let go. The
+    same events, in the same order, as RecordedEvents reads from those pages."""
+
+    def __init__(self, cpu: int, batches: Iterator[TraceEvents], names: set[str]):
+        self.cpu, self.names = cpu, names
+        self._batches = batches
+        self._held: list[tuple[int, int, TraceEvents]] = []  # (first, last time, batch)
+        self._exhausted = False
+
+    def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
+        if cpu != self.cpu:
+            raise ValueError(f"the events of CPU {self.cpu} are streamed, not those of CPU {cpu}")
+        while not self._exhausted and (not self._held or self._held[-1][0] <= end_ns):
+            batch = next(self._batches, None)
+            if batch is None:
+                self._exhausted = True
+            elif (span := time_span(batch)) is not None:
+                self._held.append((*span, batch))
+        while self._held and self._held[0][1] < start_ns:  # no later read needs it
+            self._held.pop(0)
+        return _parts_of(cpu, start_ns, end_ns, [batch for first, last, batch in self._held
+                                                 if first <= end_ns and last >= start_ns])
+
+    def event_names(self) -> set[str]:
+        return set(self.names)
+
+
+def _parts_of(cpu: int, start_ns: int, end_ns: int, batches: list[TraceEvents]) -> TraceEvents:
+    """The events of one CPU in a time range from the decoded batches that hold
+    them: each batch's part (a slice of one in time order), joined, in time order."""
+    return TraceEvents.concat(batch.read(cpu, start_ns, end_ns) for batch in batches).sorted()
+
+
+def time_span(batch: TraceEvents) -> tuple[int, int] | None:
+    """The first and last time in a decoded batch (None: no events)."""
+    times = [t["timestamp_ns"] for t in (batch.events, batch.switches) if t.rows]
+    if batch.in_order:  # each table's first and last rows
+        return (min(int(t[0]) for t in times), max(int(t[-1]) for t in times)) if times else None
+    return (min(int(t.min()) for t in times), max(int(t.max()) for t in times)) if times else None
 
 
 # How the spool's Parquet files are written: numbers that repeat (CPU, pids,
