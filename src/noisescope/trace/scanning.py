@@ -32,7 +32,15 @@ from ..clock import MeasurementClock
 from ..diagnostics import Code, Diagnostic
 from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
-from ..tables import ParkedTable, SpooledTable, StoredTable, Table, inside_windows, repeated
+from ..tables import (
+    ParkedTable,
+    SpooledTable,
+    StoredTable,
+    Table,
+    inside_windows,
+    repeated,
+    table_cpus,
+)
 from ..workers import run_parts, worker_count
 from .attribute import CHUNK_NS, Labels, attribute, chunk_starts
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
@@ -351,9 +359,13 @@ class ScanTracing:
             def explain_detours():
                 injected = invisible_to_the_kernel(tables.get("injections"))
                 if along is not None and along.explained is not None:
-                    annotated, causes = spooled_attribution(
-                        detours, trace, coverage, along.explained, along.directory)
-                elif isinstance(detours, SpooledTable):
+                    parts = {cpu: (mine, causes) for cpu, (mine, causes, _) in
+                             along.explained.items()}
+                    annotated, causes = spooled_attribution(detours, trace, coverage, parts,
+                                                            along.directory)
+                    summaries = [along.explained[cpu][2] for cpu in table_cpus(annotated)]
+                    return annotated, causes, summaries
+                if isinstance(detours, SpooledTable):
                     self.attribution_workers = worker_count(len(detours.sources), self.options.workers)
                     annotated, causes = attribute_in_batches(
                         detours, trace, coverage, injected, detours.path.parent.parent / "attributed",
@@ -484,11 +496,12 @@ Explained = tuple[list[ParkedTable], list[ParkedTable]]  # a CPU's parked detour
 
 
 def spooled_attribution(detours: SpooledTable, trace: EventSource, coverage: Table,
-                        explained: dict[int, Explained], directory: Path
-                        ) -> tuple[SpooledTable, SpooledTable]:
+                        explained: dict[int, Explained], directory: Path,
+                        cpus: list[int] | None = None) -> tuple[SpooledTable, SpooledTable]:
     """The detours with their causes, and the causes, as spooled tables of
-    each CPU's parked parts (`_attribute_cpu`)."""
-    cpus = sorted(cpu for cpu, _, _ in detours.sources)
+    each CPU's parked parts (`_attribute_cpu`): of every CPU of `detours`, or
+    of those of `cpus`."""
+    cpus = sorted(cpu for cpu, _, _ in detours.sources) if cpus is None else cpus
     rows = {cpu: rows for cpu, rows, _ in detours.sources}
 
     def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
@@ -516,7 +529,8 @@ class _ExplainAlong:
     names: set[str]  # the events the session records (no osnoise events among them)
     directory: Path  # where each CPU's parts are parked
     coverage: Table | None = None  # of the recording being read
-    explained: dict[int, Explained] | None = None  # per CPU, once the recording is decoded
+    # per CPU, once the recording is decoded: its parts and its summary row
+    explained: dict[int, tuple[list[ParkedTable], list[ParkedTable], dict]] | None = None
 
     def reads(self, probe: str, recording: Recording) -> bool:
         """Whether this recording is the one to read along (and take its
@@ -532,10 +546,20 @@ class _ExplainAlong:
                                "lost_events": np.zeros(len(cpus), np.int64)})
         return True
 
-    def __call__(self, cpu: int, batches: Iterator[TraceEvents]) -> Explained:
+    def __call__(self, cpu: int, batches: Iterator[TraceEvents],
+                 again: Callable[[], EventSource]) -> tuple[list[ParkedTable], list[ParkedTable], dict]:
+        """The CPU's parked detours and causes, and its row of summaries["attribution"]
+        (its worst detours' events read again from the pages)."""
         assert self.coverage is not None
-        return _attribute_cpu(cpu, self.detours, StreamedEvents(cpu, batches, self.names),
-                              self.coverage, self.injected, self.directory)
+        streamed = StreamedEvents(cpu, batches, self.names)
+        mine, causes = _attribute_cpu(cpu, self.detours, streamed, self.coverage, self.injected,
+                                      self.directory)
+        for _ in batches:  # the rest of the pages, so that `again` has them all
+            pass
+        annotated, split = spooled_attribution(self.detours, streamed, self.coverage,
+                                               {cpu: (mine, causes)}, self.directory, cpus=[cpu])
+        [summary] = attribution_summary(annotated, split, again(), cpus=[cpu])
+        return mine, causes, summary
 
 
 def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage: Table,

@@ -458,7 +458,7 @@ class TraceSession:
                       ) -> tuple[_Tally, object]:
         """One CPU's copy of its buffer, PAGES_PER_BATCH pages at a time, each
         batch tallied and handed to `sink` (and read by `read_along`, which
-        then gets an iterator of them: what it leaves is decoded after it);
+        gets an iterator of them: what it leaves is decoded after it);
         returns the tally and what read_along made (None without one)."""
         assert self.layout is not None
         tally = _Tally()
@@ -475,7 +475,11 @@ class TraceSession:
                     yield batch
 
         decoded = batches()
-        made = read_along(cpu, decoded) if read_along is not None else None
+        made = None
+        if read_along is not None:  # (read again by a decoder of its own: this one counts the
+            # pages that follow lost events)
+            made = read_along(cpu, decoded, lambda: RecordedEvents(self.raw_decoder(),
+                                                                   tally.batches, tally.names))
         for _ in decoded:  # what the reader did not need
             pass
         tally.missed = decoder.missed_pages
@@ -551,8 +555,9 @@ class TraceSession:
 
 
 # What reads a CPU's events while they are decoded: (cpu, its batches in time
-# order) -> a result (picklable: it may come from a worker process).
-ReadAlong = Callable[[int, Iterator[TraceEvents]], object]
+# order, what reads them again from the pages once the batches are all taken)
+# -> a result (picklable: it may come from a worker process).
+ReadAlong = Callable[[int, Iterator[TraceEvents], Callable[[], RecordedEvents]], object]
 
 
 def _quiesce(instance: Instance) -> None:
