@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, NoReturn, TypeVar
 
 from . import interrupts
+from .memory import reuse_freed_memory
 
 Part = TypeVar("Part")
 Result = TypeVar("Result")
@@ -97,6 +98,7 @@ def _worker(work: Callable[[Any], Any], parts: list[Any], out: BinaryIO) -> NoRe
     try:
         for signum in interrupts.STOPPING:
             signal.signal(signum, signal.SIG_IGN)
+        reuse_freed_memory()
         try:
             outcome: tuple[bool, Any] = (True, [work(part) for part in parts])
         except Exception as error:  # noqa: BLE001 - handed to the parent, which raises it
