@@ -69,7 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _native
-from ..tables import Table, dictionary_codes, inside_windows
+from ..tables import Table, dictionary_codes, factorize, inside_windows
 from .events import IPI_VECTORS, LOCAL_TIMER, OTHER_VECTORS
 from .osnoise import OSNOISE_CLASSES, osnoise_classes, preferred_osnoise_classes
 from .store import EventSource
@@ -264,12 +264,10 @@ def _task_ids(switches: Table, tasks: dict[tuple[int, str], int]) -> tuple[int, 
     pids = np.concatenate([switches["prev_pid"][:1], switches["next_pid"]]).astype(np.int64)
     comm_codes, comms = dictionary_codes(np.concatenate([switches["prev_comm"][:1],
                                                          switches["next_comm"]]))
-    pair = pids * len(comms) + comm_codes
-    distinct, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
-    ids = np.zeros(len(distinct), np.int64)
-    for k in np.argsort(first).tolist():
-        ids[k] = tasks.setdefault((int(pids[first[k]]), comms[comm_codes[first[k]]]), len(tasks))
-    task = ids[inverse.reshape(-1)]
+    codes, first = factorize(pids * len(comms) + comm_codes)  # numbered in the order met
+    ids = np.array([tasks.setdefault((int(pids[k]), comms[comm_codes[k]]), len(tasks))
+                    for k in first.tolist()], np.int64)
+    task = ids[codes]
     return int(task[0]), task[1:]
 
 
@@ -543,8 +541,10 @@ def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Lab
     keep = overlap > 0
     span, resolved, overlap = span[keep], resolved[keep], overlap[keep]
     width = len(labels.pairs)
-    key, inverse = np.unique(span.astype(np.int64) * width + resolved, return_inverse=True)
-    totals = np.bincount(inverse, weights=overlap).astype(np.int64)
+    pair = span.astype(np.int64) * width + resolved
+    codes, first = factorize(pair)  # (the order of the pairs is the caller's to choose)
+    totals = np.bincount(codes, weights=overlap, minlength=len(first)).astype(np.int64)
+    key = pair[first]
     return key // width, (key % width).astype(np.int32), totals
 
 

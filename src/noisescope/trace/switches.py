@@ -70,7 +70,9 @@ def complete_switches(switches: Table, events: Table) -> Table:
     column `inferred` tells them apart (prev_state '?', priorities -1). An
     inferred switch at the same time as an event comes after it."""
     recorded = Table({c: switches[c] for c in SWITCH_COLUMNS})
-    cpus = np.unique(switches["cpu"]).tolist()
+    column = switches["cpu"]
+    cpus = [int(column[0])] if len(column) and (column == column[0]).all() else \
+        np.unique(column).tolist()  # (one CPU's, as build_timeline gives: no sort)
     parts = [recorded]
     for cpu in cpus:  # (a CPU's own table, as build_timeline gives, is not copied)
         mine = recorded if len(cpus) == 1 else recorded.where(cpu=cpu)
