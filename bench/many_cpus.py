@@ -22,7 +22,8 @@ post-processing runs as `scan._measure` calls it for a scan with a bundle
 `scan.build_bundle` (the trace decoded once to count it and write its events
 to Parquet, explaining the detours as it reads their recording's pages, in
 `procs` worker processes, a CPU at a time: `decode`; the rest, mostly their
-summary: `attribution`), the spectra
+summary: `attribution`; the first pass's CPU time, the scan's process's and its
+workers', is printed for the largest N), the spectra
 (`bundle_spectra`, in worker processes too), the bundle written with its
 tables out of memory (`write`), and `noisescope report` in its own process as
 scan runs it (`report`). Printed: seconds and peak memory of each stage (RSS;
@@ -262,14 +263,19 @@ def post_process(cpus: int, seconds: float, destination: Path, workers: int | No
     made_s = time.perf_counter() - began
     release_free_memory()  # what synthesising took: the scan's process never held it
     stages: dict[str, tuple[float, float]] = {}
+    first_pass_cpu: dict[str, float] = {}
     decode = tracing._decode  # timed on its own: the rest of build_bundle is attribution
 
     def timed_decode(stage, *args):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), os.times()
         try:
             return decode(stage, *args)
         finally:
             stages["decode"] = (time.perf_counter() - started, peak_mib())
+            done = os.times()  # the workers' CPU time is their parent's once they are waited for
+            first_pass_cpu.update(process=done.user + done.system - cpu.user - cpu.system,
+                                  workers=done.children_user + done.children_system
+                                  - cpu.children_user - cpu.children_system)
             reset_peak()
 
     tracing._decode = timed_decode
@@ -297,7 +303,8 @@ def post_process(cpus: int, seconds: float, destination: Path, workers: int | No
     stages["write"] = (time.perf_counter() - started, peak_mib())
     tracing.discard()
     rows = bundle.manifest["tables"]
-    return {"stages": stages, "synthesis_s": made_s, "events": rows["events"]["rows"]
+    return {"stages": stages, "first_pass_cpu": first_pass_cpu, "synthesis_s": made_s,
+            "events": rows["events"]["rows"]
             + rows["sched_switch"]["rows"], "detours": rows["detours"]["rows"],
             "causes": rows["detour_causes"]["rows"], "workers": worker_count(cpus, workers)}
 
@@ -364,6 +371,9 @@ def main() -> None:
               + f" {total:>7.1f}s {per_cpu_s:>9.1f} {measured['html_mb']:>8.2f}", flush=True)
         largest = (cpus, measured, total)
     cpus, measured, total = largest
+    cpu_time = measured["first_pass_cpu"]
+    print(f"first pass at {cpus} CPUs, CPU time: the scan's process {cpu_time['process']:.1f} s, "
+          f"its workers {cpu_time['workers']:.1f} s", flush=True)
     scan_peak = max(measured["stages"][s][1] for s in STAGES if s != "report")
     report_peak = measured["stages"]["report"][1]
     if cpus == 256 and args.seconds >= 60:
