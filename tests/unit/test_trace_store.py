@@ -291,6 +291,45 @@ def test_events_streamed_while_decoded_are_those_read_again(tmp_path, monkeypatc
         streamed.read(cpu + 1, 0, 1)
 
 
+def test_a_stream_that_goes_back_in_time_says_so_rather_than_read_less(tmp_path):
+    """Where a CPU's reads or its decoded batches go back in time (a clock that
+    stepped back), what the stream let go may be needed: OutOfOrder, never
+    fewer events. Batches that meet at one time follow one another."""
+    from noisescope.trace.events import RawDecoder, Symbols
+    from noisescope.trace.store import OutOfOrder, StreamedEvents
+
+    formats, layout, pages, _, clock = load_capture()
+    [(cpu, data)] = pages.items()
+    decoder = RawDecoder(formats, layout, TraceClock("x86-tsc", clock).to_ns,
+                         Symbols(CAPTURE / "kallsyms"))
+    step = 4 * layout.page_size
+    decoded = [decoder.decode(cpu, data[k:k + step]) for k in range(0, len(data), step)]
+    spans = [time_span(batch) for batch in decoded]
+    assert len(decoded) > 4 and all(a[1] <= b[0] for a, b in zip(spans[:-1], spans[1:], strict=True))
+    mid = spans[3][0]
+
+    streamed = StreamedEvents(cpu, iter(decoded), set())
+    assert streamed.read(cpu, mid, mid).events.rows + streamed.read(cpu, mid, mid).switches.rows
+    with pytest.raises(OutOfOrder, match=f"CPU {cpu}"):  # batches 0-2 were let go
+        streamed.read(cpu, spans[1][0], spans[1][1])
+
+    stepped_back = decoded[:2] + [decoded[0]] + decoded[2:]  # the third batch earlier
+    streamed = StreamedEvents(cpu, iter(stepped_back), set())
+    streamed.read(cpu, spans[0][0], spans[0][1])
+    with pytest.raises(OutOfOrder, match="decoded after"):
+        streamed.read(cpu, spans[1][0], spans[2][1])
+
+    t = spans[0][1]  # a batch of only the first batch's last moment: it follows it
+    again = TraceEvents(decoded[0].events.filter(decoded[0].events["timestamp_ns"] == t),
+                        decoded[0].switches.filter(decoded[0].switches["timestamp_ns"] == t), True)
+    batches = [decoded[0], again, decoded[1]]
+    streamed = StreamedEvents(cpu, iter(batches), set())
+    got = streamed.read(cpu, t, t)
+    assert got.events.rows + got.switches.rows == sum(
+        (b.events["timestamp_ns"] == t).sum() + (b.switches["timestamp_ns"] == t).sum()
+        for b in batches) >= 2
+
+
 def _two_recordings(tmp_path, monkeypatch):
     """A session over the captured raw pages, and two recordings of them."""
     from noisescope.trace import session as session_module

@@ -166,10 +166,29 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
                 assert np.array_equal(got[name], want[name]), name
 
 
-def _quarters_of_the_captured_detours(tmp_path, cpus):
+def test_a_chunk_of_more_detours_than_a_part_holds_is_explained_alone(tmp_path, monkeypatch):
+    """Where a chunk holds more detours than ATTRIBUTED_ROWS (a high detour
+    rate), the part ends with that chunk: parts stay about a chunk long, never
+    the CPU's whole run in one (its memory grew with the run's length)."""
+    monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 20)
+    monkeypatch.setattr(attribute_module, "CHUNK_NS", 10_000_000)  # 50-80 detours a chunk
+    session, recording = _four_cpu_recording(tmp_path)
+    capture = session.decode(recording)
+    spooled, detours = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
+    mine, _ = scanning._attribute_cpu(1, spooled, session.recorded_events([capture]),
+                                      capture.coverage, None, tmp_path / "parts")
+    rows = [part.rows for part in mine]
+    starts = detours[1]["start_ns"]
+    biggest_chunk = np.bincount((starts - starts[0]) // 10_000_000).max()
+    assert sum(rows) == detours[1].rows and len(rows) >= 3
+    assert scanning.ATTRIBUTED_ROWS < max(rows) <= biggest_chunk < detours[1].rows / 2
+
+
+def _quarters_of_the_captured_detours(tmp_path, cpus, stepped_back=()):
     """A quarter of the captured run's detours on each CPU, the last on CPU 0 (each
     CPU meets the causes in another order than all CPUs together do), spooled in
-    two batches a CPU; and the same as tables."""
+    two batches a CPU (the later one first on the CPUs `stepped_back`, as a clock
+    that stepped back would leave them); and the same as tables."""
     run = json.loads((CAPTURE / "run.json").read_text())
     starts, durations = (np.array(run["detours"][c], np.int64) for c in ("start_ns", "duration_ns"))
     detours = {}
@@ -179,8 +198,8 @@ def _quarters_of_the_captured_detours(tmp_path, cpus):
                               "start_ns": starts[chosen], "duration_ns": durations[chosen]})
     empty = detours[cpus[0]].filter(slice(0, 0))
     spooled = SpooledTable.of(tmp_path / "detours.parquet", empty, [
-        (cpu, table.rows, lambda table=table: iter([table.filter(slice(0, 120)),
-                                                    table.filter(slice(120, None))]))
+        (cpu, table.rows, lambda table=table, back=cpu in stepped_back: iter(
+            [table.filter(slice(0, 120)), table.filter(slice(120, None))][::-1 if back else 1]))
         for cpu, table in detours.items()])
     return spooled, detours
 
@@ -291,16 +310,19 @@ def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
     assert pq.ParquetFile(source.events_path).metadata.num_rows == capture.event_count
 
 
-@pytest.mark.parametrize("workers,killed", [(1, False), (3, False), (3, True)])
+@pytest.mark.parametrize("workers,killed,stepped_back", [
+    (1, False, ()), (3, False, ()), (3, True, ()), (1, False, (1,)), (3, False, (1,))])
 def test_detours_explained_while_the_pages_are_decoded_are_those_explained_afterwards(
-        tmp_path, monkeypatch, workers, killed):
+        tmp_path, monkeypatch, workers, killed, stepped_back):
     """The first decoding pass explains each CPU's detours as it decodes the
     CPU's pages (`_ExplainAlong`), in one process and with its CPUs in 3
     workers, in batches of 4 pages, parts of 80 detours and chunks of 10 ms:
     the same tables, row for row, as attribute_in_batches makes from the pages
     decoded again, and each batch of pages is decoded once. Killed: the worker
     of CPU 2 dies once that CPU is explained; the scan's own process decodes and
-    explains it again."""
+    explains it again. Stepped back: CPU 1's later detours come first, so the
+    stream would have let go of the events its earlier ones need: that CPU is
+    explained from its pages read again (and only that one)."""
     from noisescope.trace.events import RawDecoder
     from noisescope.trace.store import EventSpool
 
@@ -308,8 +330,17 @@ def test_detours_explained_while_the_pages_are_decoded_are_those_explained_after
     monkeypatch.setattr(attribute_module, "CHUNK_NS", 10_000_000)
     _in_batches_of_4_pages(monkeypatch)
     session, recording = _four_cpu_recording(tmp_path)
-    spooled, detours = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
+    spooled, detours = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages),
+                                                         stepped_back)
     along = scanning._ExplainAlong(spooled, None, set(session.formats), tmp_path / "along")
+    attribute_cpu, sources = scanning._attribute_cpu, tmp_path / "sources"
+
+    def noted_attribute_cpu(cpu, detours, trace, *rest):
+        with open(sources, "a") as out:  # (from the workers too)
+            out.write(f"{cpu}:{type(trace).__name__}\n")
+        return attribute_cpu(cpu, detours, trace, *rest)
+
+    monkeypatch.setattr(scanning, "_attribute_cpu", noted_attribute_cpu)
     assert along.reads("detour", recording) and not along.reads("ftq", recording)
     if killed:
         explain, parent = scanning._ExplainAlong.__call__, os.getpid()
@@ -339,12 +370,17 @@ def test_detours_explained_while_the_pages_are_decoded_are_those_explained_after
                                               tmp_path / "handoff", along)
     spool.finish()
     assert len(list(tmp_path.glob("killed-*"))) == (1 if killed else 0)
+    for cpu in recording.pages:
+        noted = [line.split(":")[1] for line in sources.read_text().split() if
+                 line.startswith(f"{cpu}:")]
+        assert set(noted) == ({"StreamedEvents", "RecordedEvents"} if cpu in stepped_back
+                              else {"StreamedEvents"})
     calls = decoded.read_text().split()
     worst = 2 * WORST_PER_CPU  # the batches that hold the worst detours, read for their events
     for cpu in recording.pages:  # once per batch of pages (the killed worker's CPU: what the
         # worker decoded before it died, and all of it again in the parent)
         batches = sum(b.cpu == cpu for b in capture.batches)
-        if killed and cpu == 2:
+        if (killed and cpu == 2) or cpu in stepped_back:
             assert batches < calls.count(str(cpu)) < 2 * batches + worst
         else:
             assert batches <= calls.count(str(cpu)) <= batches + worst

@@ -47,7 +47,7 @@ from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import attribution_summary
 from .osnoise import OSNOISE_CLASSES
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
-from .store import EventSource, EventSpool, StreamedEvents
+from .store import EventSource, EventSpool, OutOfOrder, StreamedEvents
 from .tracefs import TracingUnavailable
 from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
 from .wakeups import explain_late_wakeups
@@ -552,13 +552,21 @@ class _ExplainAlong:
         (its worst detours' events read again from the pages)."""
         assert self.coverage is not None
         streamed = StreamedEvents(cpu, batches, self.names)
-        mine, causes = _attribute_cpu(cpu, self.detours, streamed, self.coverage, self.injected,
-                                      self.directory)
+        try:
+            explained = _attribute_cpu(cpu, self.detours, streamed, self.coverage, self.injected,
+                                       self.directory)
+        except OutOfOrder:  # (a clock that stepped back) explained from the pages read again
+            explained = None
         for _ in batches:  # the rest of the pages, so that `again` has them all
             pass
-        annotated, split = spooled_attribution(self.detours, streamed, self.coverage,
+        recorded = again()
+        if explained is None:
+            explained = _attribute_cpu(cpu, self.detours, recorded, self.coverage, self.injected,
+                                       self.directory)
+        mine, causes = explained
+        annotated, split = spooled_attribution(self.detours, recorded, self.coverage,
                                                {cpu: (mine, causes)}, self.directory, cpus=[cpu])
-        [summary] = attribution_summary(annotated, split, again(), cpus=[cpu])
+        [summary] = attribution_summary(annotated, split, recorded, cpus=[cpu])
         return mine, causes, summary
 
 
@@ -592,7 +600,9 @@ def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage
         while pending.rows >= ATTRIBUTED_ROWS:
             cuts = (np.arange(1, pending.rows) if origin is None else  # all untraced
                     chunk_starts(np.maximum(pending["start_ns"], origin - CHUNK_NS), origin))
-            cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts.min(initial=0))
+            # the last chunk's end within ATTRIBUTED_ROWS, else the first's (a chunk of more
+            # rows is attributed whole)
+            cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts[:1].sum())
             if not cut:
                 break  # one chunk: more of it comes
             attribute_part(pending.filter(slice(0, cut)))

@@ -191,30 +191,45 @@ class RecordedEvents:
             return self.decoder.decode(batch.cpu, raw.read(batch.size))
 
 
+class OutOfOrder(Exception):
+    """A CPU's events or spans went back in time where a stream reads them
+    forward only (a clock that stepped back): read them from the pages instead."""
+
+
 class StreamedEvents:
     """One CPU's events read while its pages are decoded (the first decoding
     pass reads them for the attribution as it goes: `session.ReadAlong`).
     Reads must come with starts that never move back, as a CPU's spans are
-    explained; the batches wholly before the last start are let go. The
-    same events, in the same order, as RecordedEvents reads from those pages."""
+    explained, and the batches must follow one another in time; the batches
+    wholly before the last start are let go. The same events, in the same
+    order, as RecordedEvents reads from those pages; OutOfOrder where the
+    reads or the batches go back in time (what was let go may be needed)."""
 
     def __init__(self, cpu: int, batches: Iterator[TraceEvents], names: set[str]):
         self.cpu, self.names = cpu, names
         self._batches = batches
         self._held: list[tuple[int, int, TraceEvents]] = []  # (first, last time, batch)
         self._exhausted = False
+        self._reach = self._let_go = -1 << 63  # the latest time decoded, let go
 
     def read(self, cpu: int, start_ns: int, end_ns: int) -> TraceEvents:
         if cpu != self.cpu:
             raise ValueError(f"the events of CPU {self.cpu} are streamed, not those of CPU {cpu}")
+        if start_ns <= self._let_go:
+            raise OutOfOrder(f"CPU {cpu}: a read from {start_ns} ns after the events up to "
+                             f"{self._let_go} ns were let go")
         while not self._exhausted and (not self._held or self._held[-1][0] <= end_ns):
             batch = next(self._batches, None)
             if batch is None:
                 self._exhausted = True
             elif (span := time_span(batch)) is not None:
+                if span[0] < self._reach:
+                    raise OutOfOrder(f"CPU {cpu}: events at {span[0]} ns decoded after "
+                                     f"{self._reach} ns")
+                self._reach = span[1]
                 self._held.append((*span, batch))
         while self._held and self._held[0][1] < start_ns:  # no later read needs it
-            self._held.pop(0)
+            self._let_go = self._held.pop(0)[1]
         return _parts_of(cpu, start_ns, end_ns, [batch for first, last, batch in self._held
                                                  if first <= end_ns and last >= start_ns])
 
