@@ -403,3 +403,39 @@ def test_detours_explained_while_the_pages_are_decoded_are_those_explained_after
     summaries = attribution_summary(*want, trace)
     assert [capture.read_along[row["cpu"]][2] for row in summaries] == summaries
     assert all(row["worst"] and row["worst"][0]["chain"] for row in summaries)
+
+
+def test_a_stop_while_the_first_pass_explains_keeps_the_events_and_leaves_the_causes_out(
+        tmp_path, monkeypatch):
+    """A Ctrl-C while the first decoding pass explains the detours (here as CPU 2
+    is explained) stops the explaining as a stop after the pass would: the
+    bundle keeps every event of the recording, its detours go unexplained, and
+    the stage names what was cut short."""
+    from noisescope import interrupts
+    from noisescope.trace.scanning import ScanTracing, TraceOptions
+
+    session, recording = _four_cpu_recording(tmp_path)
+    whole = session.decode(recording)
+    spooled, _ = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
+    explain = scanning._ExplainAlong.__call__
+
+    def stopped_explain(self, cpu, batches, again):
+        if cpu == 2:
+            next(batches)
+            raise KeyboardInterrupt  # as a Ctrl-C in the middle of the CPU
+        return explain(self, cpu, batches, again)
+
+    monkeypatch.setattr(scanning._ExplainAlong, "__call__", stopped_explain)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    tracing = ScanTracing(TraceOptions(workers=1), session, workdir=workdir, spooling=True,
+                          recordings=[("detour", recording)])
+    tables, summaries, stage = {"detours": spooled}, {"detour": []}, interrupts.Stage()
+    tracing.finish(tables, summaries, stage)
+    assert stage.cut_short == "explaining the detours"
+    assert "detour_causes" not in tables and "attribution" not in summaries
+    assert tables["detours"] is spooled
+    for name, rows in (("events", whole.event_count), ("sched_switch", whole.switch_count)):
+        assert rows > 1000 and tables[name].rows == rows
+        assert tables[name].load().rows == rows  # spooled again, whole
+    assert tables["trace_coverage"]["end_ns"].tolist() == [recording.end_ns] * 4

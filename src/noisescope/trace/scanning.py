@@ -273,12 +273,24 @@ class ScanTracing:
         workers = worker_count(len(recording.pages), self.options.workers)
         if along is not None:
             self.attribution_workers = workers
-        if spool is None or workers <= 1 or self.session.layout is None:
-            return self.session.decode(recording, spool.append if spool is not None else None,
-                                       along)
-        spool.wait_idle()  # the workers are forked: no thread may be busy
-        return self.session.decode_side_by_side(recording, spool.append_table, workers,
-                                                self.workdir / "handoff", along)
+        try:
+            if spool is None or workers <= 1 or self.session.layout is None:
+                return self.session.decode(recording, spool.append if spool is not None else None,
+                                           along)
+            spool.wait_idle()  # the workers are forked: no thread may be busy
+            return self.session.decode_side_by_side(recording, spool.append_table, workers,
+                                                    self.workdir / "handoff", along)
+        except KeyboardInterrupt:
+            if along is None:
+                raise
+            # A stop while the pass also explained the detours stops the explaining, as
+            # it would after the pass: the events are the measurement's. The spool holds
+            # part of them (they are spooled again when the bundle is written); here they
+            # are only counted, and a further stop leaves them out.
+            along.stopped = True
+            if spool is not None:
+                spool.give_up()
+            return self.session.decode(recording, lambda batch: None)
 
     def _explain_along(self, tables: dict) -> _ExplainAlong | None:
         """How the first decoding pass explains the detours as it goes, where
@@ -346,6 +358,8 @@ class ScanTracing:
             return {"enabled": False, "reason": self.reason}
         along = self._explain_along(tables)
         trace = self._decode(stage, along)
+        if along is not None and along.stopped and stage.cut_short is None:
+            stage.cut_short = "explaining the detours"  # (the steps after it are left out)
         coverage = self.coverage()
         if self.spooling:
             tables.update(self._stored_events())
@@ -531,6 +545,7 @@ class _ExplainAlong:
     coverage: Table | None = None  # of the recording being read
     # per CPU, once the recording is decoded: its parts and its summary row
     explained: dict[int, tuple[list[ParkedTable], list[ParkedTable], dict]] | None = None
+    stopped: bool = False  # by a stop signal: the detours are left unexplained
 
     def reads(self, probe: str, recording: Recording) -> bool:
         """Whether this recording is the one to read along (and take its
