@@ -33,8 +33,8 @@ def reuse_freed_memory() -> None:
     each array of more than a few MB is mapped afresh and unmapped when
     freed, and every page of the next one faults in again. A worker
     explaining a CPU allocates and frees such arrays for every second of
-    trace: 630,000 page faults for 16 CPU-minutes, 130,000 with this, and a
-    fifth less time (docs/benchmarks.md). release_free_memory() still hands
+    trace: 636,000 page faults for 16 CPU-minutes, 158,000 with this, and
+    about a tenth less time in the first pass (docs/benchmarks.md). release_free_memory() still hands
     the kept memory back."""
     try:
         libc = ctypes.CDLL(None)
