@@ -182,6 +182,10 @@ def test_a_chunk_of_more_detours_than_a_part_holds_is_explained_alone(tmp_path, 
     biggest_chunk = np.bincount((starts - starts[0]) // 10_000_000).max()
     assert sum(rows) == detours[1].rows and len(rows) >= 3
     assert scanning.ATTRIBUTED_ROWS < max(rows) <= biggest_chunk < detours[1].rows / 2
+    at_once = attribute(detours[1], session.recorded_events([capture]), capture.coverage)
+    in_parts = Table.concat([part.load() for part in mine])
+    for name in at_once.annotate(detours[1]).columns:  # what one call on them all gives
+        assert np.array_equal(in_parts[name], at_once.annotate(detours[1])[name]), name
 
 
 def _quarters_of_the_captured_detours(tmp_path, cpus, stepped_back=()):
@@ -405,36 +409,59 @@ def test_detours_explained_while_the_pages_are_decoded_are_those_explained_after
     assert all(row["worst"] and row["worst"][0]["chain"] for row in summaries)
 
 
+@pytest.mark.parametrize("how", ["one process", "workers", "twice"])
 def test_a_stop_while_the_first_pass_explains_keeps_the_events_and_leaves_the_causes_out(
-        tmp_path, monkeypatch):
-    """A Ctrl-C while the first decoding pass explains the detours (here as CPU 2
-    is explained) stops the explaining as a stop after the pass would: the
+        tmp_path, monkeypatch, how):
+    """A Ctrl-C while the first decoding pass explains the detours (in one
+    process: as CPU 2 is explained; with 3 workers: while the scan's process
+    waits for them) stops the explaining as a stop after the pass would: the
     bundle keeps every event of the recording, its detours go unexplained, and
-    the stage names what was cut short."""
+    the stage names what was cut short. Twice (the stage given up): the
+    recording is left out."""
     from noisescope import interrupts
+    from noisescope.trace import session as session_module
     from noisescope.trace.scanning import ScanTracing, TraceOptions
 
     session, recording = _four_cpu_recording(tmp_path)
     whole = session.decode(recording)
     spooled, _ = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
-    explain = scanning._ExplainAlong.__call__
+    stage = interrupts.Stage()
+    if how == "workers":
+        run_parts, calls = session_module.run_parts, []
 
-    def stopped_explain(self, cpu, batches, again):
-        if cpu == 2:
-            next(batches)
-            raise KeyboardInterrupt  # as a Ctrl-C in the middle of the CPU
-        return explain(self, cpu, batches, again)
+        def stopped_run_parts(*args, **kwargs):
+            calls.append(args)
+            if len(calls) == 1:
+                raise KeyboardInterrupt  # as a Ctrl-C while the workers run
+            return run_parts(*args, **kwargs)
 
-    monkeypatch.setattr(scanning._ExplainAlong, "__call__", stopped_explain)
+        monkeypatch.setattr(session_module, "run_parts", stopped_run_parts)
+    else:
+        explain = scanning._ExplainAlong.__call__
+
+        def stopped_explain(self, cpu, batches, again):
+            if cpu == 2:
+                next(batches)
+                if how == "twice":
+                    stage.give_up()  # what a second signal does
+                raise KeyboardInterrupt  # as a Ctrl-C in the middle of the CPU
+            return explain(self, cpu, batches, again)
+
+        monkeypatch.setattr(scanning._ExplainAlong, "__call__", stopped_explain)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    tracing = ScanTracing(TraceOptions(workers=1), session, workdir=workdir, spooling=True,
-                          recordings=[("detour", recording)])
-    tables, summaries, stage = {"detours": spooled}, {"detour": []}, interrupts.Stage()
+    tracing = ScanTracing(TraceOptions(workers=3 if how == "workers" else 1), session,
+                          workdir=workdir, spooling=True, recordings=[("detour", recording)])
+    tables, summaries = {"detours": spooled}, {"detour": []}
     tracing.finish(tables, summaries, stage)
-    assert stage.cut_short == "explaining the detours"
     assert "detour_causes" not in tables and "attribution" not in summaries
     assert tables["detours"] is spooled
+    if how == "twice":
+        assert stage.cut_short == "reading the trace" and tracing.incomplete
+        assert tables["events"].rows == tables["sched_switch"].rows == 0
+        return
+    assert stage.cut_short == "explaining the detours" and not tracing.incomplete
+    assert how != "workers" or len(calls) == 2  # counted again side by side
     for name, rows in (("events", whole.event_count), ("sched_switch", whole.switch_count)):
         assert rows > 1000 and tables[name].rows == rows
         assert tables[name].load().rows == rows  # spooled again, whole

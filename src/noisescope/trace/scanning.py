@@ -239,13 +239,13 @@ class ScanTracing:
                 reader = along if along is not None and along.reads(probe, recording) else None
                 capture = stage.run("reading the trace",
                                     lambda r=recording, s=sink, a=reader:
-                                    self._decode_recording(r, s, a))
+                                    self._decode_recording(r, s, a, stage))
                 if capture is None:
                     self.incomplete = True
                     break
                 if spool is not None and capture.events is not None:
                     spool.append(capture.events)
-                if reader is not None:
+                if reader is not None and not reader.stopped:
                     reader.explained = capture.read_along
                 self.captures.append((probe, capture))
                 if spool is None:  # nothing reads these pages again: free the disk (often tmpfs)
@@ -255,9 +255,9 @@ class ScanTracing:
             release_free_memory()  # what writing the spool took
         finally:
             if spool is not None and not self.spooled:
-                # a recording cut short in the middle, or a write that failed: the
-                # events are spooled again (from the recordings decoded whole) when
-                # the bundle needs them
+                # a recording cut short in the middle (or its explaining), or a write
+                # that failed: the events are spooled again (from the recordings
+                # decoded whole) when the bundle needs them
                 spool.give_up()
         captures = [c for _, c in self.captures]
         if self.spooling and self.session.layout is not None:
@@ -265,32 +265,37 @@ class ScanTracing:
         return TraceEvents.concat(c.events for c in captures if c.events is not None)
 
     def _decode_recording(self, recording: Recording, spool: _FirstPassSpool | None,
-                          along: _ExplainAlong | None = None) -> Capture:
+                          along: _ExplainAlong | None, stage: interrupts.Stage) -> Capture:
         """One recording decoded, its events to `spool` if given (and read by
         `along`): CPUs side by side in worker processes where there are
-        several to run on."""
+        several to run on. A stop while `along` explains the detours stops the
+        explaining only, as a stop after the pass would: the events are the
+        measurement's. The spool, which holds part of them, is given up (the
+        events are spooled again when the bundle is written) and the recording
+        is decoded again to count it; a further stop leaves it out."""
         assert self.session is not None and self.workdir is not None
         workers = worker_count(len(recording.pages), self.options.workers)
         if along is not None:
             self.attribution_workers = workers
         try:
-            if spool is None or workers <= 1 or self.session.layout is None:
-                return self.session.decode(recording, spool.append if spool is not None else None,
-                                           along)
-            spool.wait_idle()  # the workers are forked: no thread may be busy
-            return self.session.decode_side_by_side(recording, spool.append_table, workers,
-                                                    self.workdir / "handoff", along)
+            return self._decode_into(recording, spool, along, workers)
         except KeyboardInterrupt:
-            if along is None:
+            if along is None or spool is None or stage.given_up:
                 raise
-            # A stop while the pass also explained the detours stops the explaining, as
-            # it would after the pass: the events are the measurement's. The spool holds
-            # part of them (they are spooled again when the bundle is written); here they
-            # are only counted, and a further stop leaves them out.
             along.stopped = True
-            if spool is not None:
-                spool.give_up()
-            return self.session.decode(recording, lambda batch: None)
+            self.attribution_workers = None
+            spool.give_up()  # (from here it takes batches and drops them)
+            return self._decode_into(recording, spool, None, workers)
+
+    def _decode_into(self, recording: Recording, spool: _FirstPassSpool | None,
+                     along: _ExplainAlong | None, workers: int) -> Capture:
+        assert self.session is not None and self.workdir is not None
+        if spool is None or workers <= 1 or self.session.layout is None:
+            return self.session.decode(recording, spool.append if spool is not None else None,
+                                       along)
+        spool.wait_idle()  # the workers are forked: no thread may be busy
+        return self.session.decode_side_by_side(recording, spool.append_table, workers,
+                                                self.workdir / "handoff", along)
 
     def _explain_along(self, tables: dict) -> _ExplainAlong | None:
         """How the first decoding pass explains the detours as it goes, where
