@@ -236,6 +236,11 @@ class Stage:
     def give_up(self) -> None:
         self.given_up = True
 
+    def cut(self, what: str) -> None:
+        """A step stopped inside another that went on: the steps after it are
+        skipped, as if `what` had been cut short (unless one was before)."""
+        self.cut_short = self.cut_short or what
+
     def run(self, what: str, compute: Callable[[], T]) -> T | None:
         if self.cut_short is not None or self.given_up:
             return None

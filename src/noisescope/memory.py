@@ -34,8 +34,8 @@ def reuse_freed_memory() -> None:
     freed, and every page of the next one faults in again. A worker
     explaining a CPU allocates and frees such arrays for every second of
     trace: 636,000 page faults for 16 CPU-minutes, 158,000 with this, and
-    about a tenth less time in the first pass (docs/benchmarks.md). release_free_memory() still hands
-    the kept memory back."""
+    about a tenth less time in the first pass (docs/benchmarks.md).
+    release_free_memory() still hands the kept memory back."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_MMAP_THRESHOLD, KEPT_ALLOCATION_BYTES)

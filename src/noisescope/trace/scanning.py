@@ -363,8 +363,8 @@ class ScanTracing:
             return {"enabled": False, "reason": self.reason}
         along = self._explain_along(tables)
         trace = self._decode(stage, along)
-        if along is not None and along.stopped and stage.cut_short is None:
-            stage.cut_short = "explaining the detours"  # (the steps after it are left out)
+        if along is not None and along.stopped:
+            stage.cut("explaining the detours")
         coverage = self.coverage()
         if self.spooling:
             tables.update(self._stored_events())
@@ -622,7 +622,7 @@ def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage
                     chunk_starts(np.maximum(pending["start_ns"], origin - CHUNK_NS), origin))
             # the last chunk's end within ATTRIBUTED_ROWS, else the first's (a chunk of more
             # rows is attributed whole)
-            cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or cuts[:1].sum())
+            cut = int(cuts[cuts <= ATTRIBUTED_ROWS].max(initial=0) or (cuts[0] if cuts.size else 0))
             if not cut:
                 break  # one chunk: more of it comes
             attribute_part(pending.filter(slice(0, cut)))
