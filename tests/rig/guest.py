@@ -112,8 +112,11 @@ class StepResult:
     seconds: float
 
     def describe(self) -> str:
+        # a step killed at its limit: its stderr ends with where it hung
+        lines = 15 if self.returncode is not None else 80
         return (f"step {self.name}: rc={self.returncode} after {self.seconds:.1f} s\n"
-                f"--- stdout (tail)\n{_tail(self.stdout)}\n--- stderr (tail)\n{_tail(self.stderr)}")
+                f"--- stdout (tail)\n{_tail(self.stdout)}\n"
+                f"--- stderr (tail)\n{_tail(self.stderr, lines)}")
 
 
 @dataclass

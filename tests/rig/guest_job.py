@@ -6,7 +6,8 @@ ran survive a later step that hangs the guest; a line on the console marks
 the start and end of each, and every HEARTBEAT_S a line shows the guest is
 alive (the console's tail then tells a step that hung from a guest that
 stopped). A step at its time limit has its tasks' states written to the
-console before it is killed. Commands run from OUT, so
+console and its stderr, and is sent SIGABRT (its Python processes print
+every thread's traceback) before SIGKILL. Commands run from OUT, so
 relative paths in a step's argv land in the share the host reads.
 Standard library only: this starts before anything else in the guest.
 """
@@ -20,6 +21,7 @@ import threading
 import time
 
 HEARTBEAT_S = 30
+ABORT_GRACE_S = 10  # for the tracebacks of a step at its limit, then SIGKILL
 
 
 def main(out: str) -> int:
@@ -51,19 +53,29 @@ def main(out: str) -> int:
 
 def run(step: dict) -> dict:
     began = time.monotonic()
-    process = subprocess.Popen(step["argv"], env={**os.environ, **step["env"]}, text=True,
+    # PYTHONFAULTHANDLER: at the limit, SIGABRT makes every Python process of
+    # the step print each thread's traceback to its stderr before it dies.
+    process = subprocess.Popen(step["argv"], env={**os.environ, "PYTHONFAULTHANDLER": "1",
+                                                  **step["env"]}, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=step["timeout_s"])
         code = process.returncode
     except subprocess.TimeoutExpired:
-        console(f"rig: step {step['name']} at its limit; its tasks:\n{tasks(process.pid)}")
-        os.killpg(process.pid, signal.SIGKILL)
-        try:  # a task outside its process group may still hold the pipes
-            stdout, stderr = process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            stdout, stderr = "", "(output lost: the pipes stayed open after the kill)"
+        stuck = tasks(process.pid)
+        console(f"rig: step {step['name']} at its limit; its tasks:\n{stuck}")
+        for signum in (signal.SIGABRT, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, signum)
+            except ProcessLookupError:
+                break
+            try:  # a task outside its process group may still hold the pipes
+                stdout, stderr = process.communicate(timeout=ABORT_GRACE_S)
+                break
+            except subprocess.TimeoutExpired:
+                stdout, stderr = "", "(output lost: the pipes stayed open after the kill)"
+        stderr += f"\n(rig: killed at its limit; its tasks then:\n{stuck})"
         code = None
     return result(step["name"], code, stdout, stderr, time.monotonic() - began)
 
@@ -92,16 +104,24 @@ def heartbeat() -> None:
 
 
 def tasks(session: int) -> str:
-    """State, kernel wait channel and command of every task of a session."""
+    """State, kernel wait channel and command of every thread of a session's
+    processes, and the kernel stack of those not running (one stuck in the
+    kernel outlives SIGKILL)."""
     lines = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if os.getsid(int(pid)) != session:
                 continue
-            with open(f"/proc/{pid}/stat") as stat, open(f"/proc/{pid}/wchan") as wchan:
-                fields = stat.read().rsplit(")", 1)
-                lines.append(f"  {pid} {fields[1].split()[0]} {wchan.read() or '-'} "
-                             f"{fields[0].split('(', 1)[1]}")
+            for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+                task = f"/proc/{pid}/task/{tid}"
+                with open(f"{task}/stat") as stat, open(f"{task}/wchan") as wchan:
+                    fields = stat.read().rsplit(")", 1)
+                    state = fields[1].split()[0]
+                    lines.append(f"  {pid}/{tid} {state} {wchan.read() or '-'} "
+                                 f"{fields[0].split('(', 1)[1]}")
+                if state == "D":
+                    with open(f"{task}/stack") as stack:
+                        lines.extend(f"      {frame.strip()}" for frame in stack)
         except OSError:
             continue
     return "\n".join(lines) or "  (none left)"

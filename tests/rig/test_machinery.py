@@ -5,6 +5,9 @@ with the console's tail, never a hung test suite."""
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
 
 from . import conftest
@@ -13,11 +16,18 @@ from .guest import GuestHung, GuestRun, RigError, Step, StepResult, _watch, boot
 
 
 def test_a_hanging_command_is_killed_and_the_next_one_still_runs(tmp_path):
+    """...and its output says where it hung: each thread's Python traceback
+    and the state of its tasks."""
     run = boot_or_fail(rig_kernel, lambda _: [
-        Step("hangs", ("sleep", "600"), timeout_s=3),
+        Step("hangs", (sys.executable, "-c", "import time\ntime.sleep(600)"), timeout_s=3),
         Step("after", ("echo", "still here")),
     ], tmp_path)
-    assert run.step("hangs").returncode is None  # killed at its limit
+    hung = run.step("hangs")
+    assert hung.returncode is None  # killed at its limit
+    assert "Fatal Python error: Aborted" in hung.stderr
+    assert 'File "<string>", line 2' in hung.stderr  # the line it hung on
+    assert "rig: killed at its limit; its tasks then:" in hung.stderr
+    assert re.search(r"^  \d+/\d+ S \S+ python", hung.stderr, re.M)  # pid/tid, state, wchan
     assert run.step("after").returncode == 0 and run.step("after").stdout == "still here\n"
 
 
