@@ -402,8 +402,8 @@ def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step],
     it does not reach its job in BOOT_ALLOWANCE_S, its job prints nothing for
     `silence_s` (the guest froze), or a step runs past its own time limit by
     STEP_GRACE_S (the guest job kills a step at its limit, so a step that
-    overruns it means the guest itself stopped making progress), or its kernel
-    reports an RCU stall (RCU_STALL)."""
+    overruns it means the guest itself stopped making progress), its kernel
+    reports an RCU stall (RCU_STALL), or a step's tasks outlive SIGKILL."""
     limits = {s.name: s.timeout_s for s in steps}
     began = time.monotonic()
     current, since, heard = None, began, None
@@ -421,6 +421,9 @@ def _watch(qemu: subprocess.Popen, console: Path, steps: list[Step],
                 since = time.monotonic()
             elif RCU_STALL.search(line):
                 return f"reported an RCU stall in step {current}: {line.strip()}"
+            elif match := re.match(r"rig: step (\S+) outlived SIGKILL", line):
+                return (f"hung in step {match[1]}: its tasks outlived SIGKILL at its limit "
+                        f"(stuck in the guest's kernel, or on an emulated CPU that stopped)")
         seen = len(text)
         waited = time.monotonic() - since
         if current is None and "rig: job starts" not in text and waited > BOOT_ALLOWANCE_S:

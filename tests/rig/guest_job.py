@@ -7,7 +7,9 @@ the start and end of each, and every HEARTBEAT_S a line shows the guest is
 alive (the console's tail then tells a step that hung from a guest that
 stopped). A step at its time limit has its tasks' states written to the
 console and its stderr, and is sent SIGABRT (its Python processes print
-every thread's traceback) before SIGKILL. Commands run from OUT, so
+every thread's traceback) before SIGKILL; a step whose tasks outlive SIGKILL
+ends the job (the guest is stuck: the host boots again for the rest).
+Commands run from OUT, so
 relative paths in a step's argv land in the share the host reads.
 Standard library only: this starts before anything else in the guest.
 """
@@ -41,7 +43,11 @@ def main(out: str) -> int:
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 results.append(result(step["name"], 0, "", "", 0.0))
             else:
-                results.append(run(step))
+                ended = run(step)
+                if ended is None:  # the guest is stuck: the host boots again for the rest
+                    console(f"rig: step {step['name']} outlived SIGKILL: its tasks are stuck")
+                    break
+                results.append(ended)
             console(f"rig: step {step['name']} ended rc={results[-1]['returncode']} "
                     f"after {results[-1]['seconds']} s")
             save(results)
@@ -51,7 +57,8 @@ def main(out: str) -> int:
     return 0
 
 
-def run(step: dict) -> dict:
+def run(step: dict) -> dict | None:
+    """The step's result; None if a task of it survived SIGKILL at its limit."""
     began = time.monotonic()
     # PYTHONFAULTHANDLER: at the limit, SIGABRT makes every Python process of
     # the step print each thread's traceback to its stderr before it dies.
@@ -75,6 +82,12 @@ def run(step: dict) -> dict:
                 break
             except subprocess.TimeoutExpired:
                 stdout, stderr = "", "(output lost: the pipes stayed open after the kill)"
+        if any(state != "Z" for state in task_states(process.pid)):
+            # Only the kernel keeps a task from dying on SIGKILL: one waiting in it for
+            # ever, or one on an emulated CPU that stopped (a nohz_full CPU frozen in
+            # user mode reports no RCU stall; the others run on).
+            console(f"rig: step {step['name']}'s tasks after SIGKILL:\n{tasks(process.pid)}")
+            return None
         stderr += f"\n(rig: killed at its limit; its tasks then:\n{stuck})"
         code = None
     return result(step["name"], code, stdout, stderr, time.monotonic() - began)
@@ -103,25 +116,39 @@ def heartbeat() -> None:
             console(f"rig: alive, load {' '.join(load.read().split()[:3])}")
 
 
-def tasks(session: int) -> str:
-    """State, kernel wait channel and command of every thread of a session's
-    processes, and the kernel stack of those not running (one stuck in the
-    kernel outlives SIGKILL)."""
-    lines = []
+def session_threads(session: int):
+    """(pid, tid, command, /proc/PID/task/TID/stat's fields from the state on)
+    of every thread of a session's processes."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if os.getsid(int(pid)) != session:
                 continue
             for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
-                task = f"/proc/{pid}/task/{tid}"
-                with open(f"{task}/stat") as stat, open(f"{task}/wchan") as wchan:
-                    fields = stat.read().rsplit(")", 1)
-                    state = fields[1].split()[0]
-                    lines.append(f"  {pid}/{tid} {state} {wchan.read() or '-'} "
-                                 f"{fields[0].split('(', 1)[1]}")
-                if state == "D":
-                    with open(f"{task}/stack") as stack:
-                        lines.extend(f"      {frame.strip()}" for frame in stack)
+                with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                    command, fields = stat.read().split("(", 1)[1].rsplit(")", 1)
+                yield pid, tid, command, fields.split()
+        except OSError:
+            continue
+
+
+def task_states(session: int) -> list[str]:
+    return [fields[0] for _, _, _, fields in session_threads(session)]
+
+
+def tasks(session: int) -> str:
+    """State, kernel wait channel, last CPU and command of every thread of a
+    session's processes, and the kernel stack of those waiting uninterruptibly."""
+    lines = []
+    for pid, tid, command, fields in session_threads(session):
+        task = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{task}/wchan") as wchan:
+                waits = wchan.read() or "-"
+            # fields[36]: the CPU it last ran on (stat's 39th field)
+            lines.append(f"  {pid}/{tid} {fields[0]} {waits} cpu{fields[36]} {command}")
+            if fields[0] == "D":
+                with open(f"{task}/stack") as stack:
+                    lines.extend(f"      {frame.strip()}" for frame in stack)
         except OSError:
             continue
     return "\n".join(lines) or "  (none left)"

@@ -5,6 +5,7 @@ with the console's tail, never a hung test suite."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
@@ -27,7 +28,8 @@ def test_a_hanging_command_is_killed_and_the_next_one_still_runs(tmp_path):
     assert "Fatal Python error: Aborted" in hung.stderr
     assert 'File "<string>", line 2' in hung.stderr  # the line it hung on
     assert "rig: killed at its limit; its tasks then:" in hung.stderr
-    assert re.search(r"^  \d+/\d+ S \S+ python", hung.stderr, re.M)  # pid/tid, state, wchan
+    # pid/tid, state, kernel wait channel, last CPU, command
+    assert re.search(r"^  \d+/\d+ S \S+ cpu\d+ python", hung.stderr, re.M)
     assert run.step("after").returncode == 0 and run.step("after").stdout == "still here\n"
 
 
@@ -82,6 +84,32 @@ def test_an_rcu_stall_report_is_a_hang_at_once(tmp_path):
                      "rcu_preempt self-detected stall on CPU")
     console.write_text(FROZEN_CONSOLE.replace("self-detected stall", "stall warnings enabled"))
     assert _watch(_Emulator(polls=2), console, [Step("scan-all", timeout_s=240)], 120) is None
+
+
+def test_a_step_whose_tasks_outlive_sigkill_ends_the_job_and_is_a_hang(tmp_path, monkeypatch):
+    """A task the kernel holds (on an emulated CPU that stopped: CI's scan-rt,
+    still there 10 s after SIGKILL) is the guest's doing: the job ends there,
+    unsaved, and the host boots again for it. The job runs here on the host;
+    the task that outlives SIGKILL is stood in for by the states it reads."""
+    from . import guest_job
+
+    lines = []
+    monkeypatch.setattr(guest_job, "console", lines.append)
+    monkeypatch.setattr(guest_job, "ABORT_GRACE_S", 1)
+    monkeypatch.setattr(guest_job, "task_states", lambda session: ["D"])
+    (tmp_path / "steps.json").write_text(json.dumps([
+        Step("hangs", (sys.executable, "-c", "import time; time.sleep(600)"), timeout_s=1).to_dict(),
+        Step("after", ("true",)).to_dict()]))
+    monkeypatch.chdir(tmp_path)
+    guest_job.main(str(tmp_path))
+    assert "rig: step hangs outlived SIGKILL: its tasks are stuck" in lines
+    assert not any(line.startswith("rig: step after") for line in lines)
+    assert not (tmp_path / "results.json").exists()  # nothing ended
+    console = tmp_path / "console.log"
+    console.write_text("rig: job starts at uptime 3.40 s\n" + "\n".join(lines) + "\n")
+    assert _watch(_Emulator(polls=600), console, [Step("hangs", timeout_s=1)], 120) == (
+        "hung in step hangs: its tasks outlived SIGKILL at its limit (stuck in the guest's "
+        "kernel, or on an emulated CPU that stopped)")
 
 
 def fake_boots(monkeypatch, ended_in_boot: list[dict[str, str]]):
