@@ -128,14 +128,22 @@ def spooled_detours(cpu: int, detours: Table, directory: Path):
     (`probes/spool.py`), so that its post-processing takes its batch-wise path."""
     directory.mkdir(exist_ok=True)
     for name in detours.columns:
-        np.save(directory / f"{cpu}-{name}.npy", detours[name])
-    names, rows = detours.columns, detours.rows  # not the table: the files hold it
+        detours[name].tofile(directory / f"{cpu}-{name}.raw")
+    types = {name: detours[name].dtype for name in detours.columns}
+    rows = detours.rows  # not the table: the files hold it
 
     def batches():
-        columns = {name: np.load(directory / f"{cpu}-{name}.npy", mmap_mode="r") for name in names}
-        for first in range(0, rows, SPOOL_BATCH):
-            yield Table({name: np.array(values[first:first + SPOOL_BATCH])
-                         for name, values in columns.items()})
+        # read, not mapped, as probes/spool.py reads: the pages of a mapped file stay in
+        # the reader's RSS once touched, which grew the workers' with the run's length
+        files = {name: open(directory / f"{cpu}-{name}.raw", "rb") for name in types}
+        try:
+            for first in range(0, rows, SPOOL_BATCH):
+                count = min(SPOOL_BATCH, rows - first)
+                yield Table({name: np.fromfile(file, types[name], count)
+                             for name, file in files.items()})
+        finally:
+            for file in files.values():
+                file.close()
 
     return cpu, rows, batches
 

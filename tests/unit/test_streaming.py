@@ -265,11 +265,13 @@ def test_a_spooled_run_stores_every_detour_and_reads_them_batch_by_batch(
     at_once = match_injections(whole, result.tables["injections"], result.tables["windows"], cpu)
     assert np.array_equal(by_batch.detected_ns, at_once.detected_ns)
     assert at_once.found >= 0.9 * at_once.injected > 0  # each 20 us injection is a detour
-    # its Parquet file: one row group per batch, the same rows
+    # its Parquet file: the batches joined into one row group (fewer rows than one holds)
     import pyarrow.parquet as pq
 
+    from noisescope.tables import ROW_GROUP_ROWS
+
     file = pq.ParquetFile(detours.ready())
-    assert file.metadata.num_row_groups == len(batches)
+    assert whole.rows < ROW_GROUP_ROWS and file.metadata.num_row_groups == 1
     assert np.array_equal(file.read().column("start_ns").to_numpy(), whole.start_ns)
 
 
@@ -373,3 +375,34 @@ def test_samples_are_spooled_where_there_is_room(tmp_path, monkeypatch):
     shutil.rmtree(elsewhere)
     monkeypatch.setattr(scan_module, "SPOOL_ROOM_BYTES", 1 << 62)
     assert scan_module.spool_directory(destination) is None
+
+
+def test_a_spooled_table_of_small_batches_is_written_in_few_row_groups_of_one_cpu_each(tmp_path):
+    """Detours explained 8,192 at a time made an hour's file of 3,600 row
+    groups, whose metadata the writer holds until it closes (28 MB a file):
+    a CPU's batches are joined into row groups of ROW_GROUP_ROWS or more."""
+    import pyarrow.parquet as pq
+
+    from noisescope.tables import ROW_GROUP_ROWS
+
+    def table(cpu: int, first: int, rows: int) -> Table:
+        return Table({"cpu": np.full(rows, cpu, np.int32),
+                      "start_ns": np.arange(first, first + rows, dtype=np.int64)})
+
+    small = ROW_GROUP_ROWS // 64
+    sizes = {0: [small] * 200, 1: [10, 0, 7]}  # CPU 0: 3.1 row groups' worth; CPU 1: 17 rows
+    sources = []
+    for cpu, batch_rows in sizes.items():
+        firsts = np.concatenate([[0], np.cumsum(batch_rows)[:-1]])
+        sources.append((cpu, sum(batch_rows), lambda cpu=cpu, firsts=firsts, batch_rows=batch_rows:
+                        (table(cpu, int(f), n) for f, n in zip(firsts, batch_rows, strict=True))))
+    spooled = SpooledTable.of(tmp_path / "t.parquet", table(0, 0, 0), sources)
+    written = pq.ParquetFile(spooled.ready())
+    groups = [written.metadata.row_group(i) for i in range(written.metadata.num_row_groups)]
+    assert [g.num_rows for g in groups] == [ROW_GROUP_ROWS] * 3 + [200 * small - 3 * ROW_GROUP_ROWS, 17]
+    for group in groups:  # each of one CPU
+        cpu = group.column(0).statistics
+        assert cpu.min == cpu.max
+    loaded = Table.from_parquet(spooled.path)
+    assert np.array_equal(loaded["cpu"], np.repeat([0, 1], [200 * small, 17]))
+    assert np.array_equal(loaded["start_ns"], np.concatenate([np.arange(200 * small), np.arange(17)]))

@@ -5,7 +5,8 @@ to one raw file per CPU and ring buffer (native uint64, as the sampler wrote
 them, no header), so memory holds one drained batch, never the run. The
 files are read back per CPU in order, SPOOL_ROWS samples at a time; the
 bundle's tables of samples are made of those batches (`tables.SpooledTable`)
-and written to Parquet one row group per batch. No pyarrow while measuring.
+and written to Parquet, a CPU's batches joined into row groups. No pyarrow
+while measuring.
 """
 
 from __future__ import annotations

@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..tables import Table
+from ..tables import ROW_GROUP_ROWS, Table
 from .events import RawDecoder, TraceEvents
 
 QUEUED_BATCHES = 2  # decoded batches waiting for the spool's writer thread
-ROW_GROUP_ROWS = 1 << 16  # events of a CPU gathered into one row group, at least
 
 
 class EventSource(Protocol):
