@@ -29,7 +29,14 @@ from .errors import UsageError, unwritable
 from .host import HostFacts
 from .manifest import SCHEMA_VERSION, Manifest
 from .memory import release_free_memory
-from .tables import ParkedTable, SpooledTable, StoredTable, Table, dictionary_columns
+from .tables import (
+    ParkedTable,
+    SpooledTable,
+    StoredTable,
+    Table,
+    dictionary_columns,
+    parquet_by_cpu,
+)
 from .validation import DAMAGED, check_manifest, check_table, table_path
 
 MANIFEST = "manifest.json"
@@ -53,7 +60,8 @@ class Bundle:
         self.manifest = manifest
         self.path = path
         self._tables: dict[str, Table | StoredTable | ParkedTable] = dict(tables or {})
-        self._column_reads: dict[tuple[str, tuple[str, ...]], Table] = {}  # table(name, columns)
+        # table_by_cpu(name, columns) of stored files: their row groups, found once
+        self._by_cpu: dict[tuple[str, tuple[str, ...]], SpooledTable] = {}
         # other files written with it: relative path -> text (tune's persistent/ snippets)
         self.files: dict[str, str] = {}
         # rows read from tables on first use
@@ -128,21 +136,14 @@ class Bundle:
     def table_names(self) -> list[str]:
         return sorted(set(self._tables) | set(self.manifest.get("tables", {})))
 
-    def table(self, name: str, columns: tuple[str, ...] | None = None) -> Table:
-        """The table; with `columns`, only those, read alone from a stored
-        bundle's file when the table is not in memory yet (a report draws three
-        of a detour table's six columns; its strings take most of its memory)."""
-        if columns is not None and name not in self._tables:
-            key = (name, tuple(columns))
-            if key not in self._column_reads:
-                self._column_reads[key] = _read_table(self._stored_path(name), columns)
-            return self._column_reads[key]
+    def table(self, name: str) -> Table:
+        """The whole table, in memory (kept)."""
         if name not in self._tables:
             self._tables[name] = _read_table(self._stored_path(name))
         table = self._tables[name]
         if isinstance(table, (StoredTable, ParkedTable)):
             self._tables[name] = table = table.load()
-        return table if columns is None else Table({c: table[c] for c in columns})
+        return table
 
     def _stored_path(self, name: str) -> Path:
         entry = self.manifest.get("tables", {}).get(name)
@@ -156,6 +157,30 @@ class Bundle:
         is made of, to be read by CPU a batch at a time (`tables.cpu_batches`)."""
         table = self._tables.get(name)
         return table if isinstance(table, SpooledTable) else self.table(name)
+
+    def table_by_cpu(self, name: str, columns: tuple[str, ...]) -> Table | SpooledTable:
+        """The table's `columns` to be read a CPU at a time (`tables.cpu_batches`,
+        in the order they were written): a stored file's row groups of one CPU
+        at a time (`tables.parquet_by_cpu`), never the whole table; a table
+        in memory as it is. What a report draws from an hour's detours."""
+        table = self._tables.get(name)
+        if isinstance(table, SpooledTable) or (table is None and self.path is None):
+            return self.batched_table(name)
+        if isinstance(table, StoredTable):
+            path = table.ready()
+        elif table is None:
+            path = self._stored_path(name)
+        else:
+            return self.table(name)
+        key = (name, columns)
+        if key not in self._by_cpu:
+            import pyarrow as pa
+
+            try:
+                self._by_cpu[key] = parquet_by_cpu(path, columns)
+            except (OSError, ValueError, pa.ArrowException) as error:
+                raise UsageError(f"table {path} is unreadable ({error})", DAMAGED) from None
+        return self._by_cpu[key]
 
     def has_table(self, name: str) -> bool:
         return name in self.table_names

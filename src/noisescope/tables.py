@@ -278,6 +278,47 @@ class SpooledTable(StoredTable):
                 yield Table.concat(gathered)
 
 
+def parquet_by_cpu(path: Path, columns: Iterable[str]) -> SpooledTable:
+    """A Parquet file's `columns` (and `cpu`) as a table read a CPU at a time,
+    a row group at a time, in the file's order (a scan's: time order): never
+    whole in memory. A CPU's row groups are found by their statistics of
+    `cpu`; a row group of several CPUs (a table written whole) is read for
+    each and filtered."""
+    import pyarrow.parquet as pq
+
+    names = list(dict.fromkeys(["cpu", *columns]))
+    file = pq.ParquetFile(path)
+    missing = set(names) - set(file.schema_arrow.names)
+    if missing:
+        raise ValueError(f"{path} has no column {', '.join(sorted(missing))}")
+    cpu_column = file.schema_arrow.get_field_index("cpu")
+    groups: dict[int, list[tuple[int, bool]]] = {}  # cpu -> (row group, of it alone)
+    rows: dict[int, int] = {}
+    for index in range(file.metadata.num_row_groups):
+        group = file.metadata.row_group(index)
+        stats = group.column(cpu_column).statistics
+        if stats is not None and stats.has_min_max and stats.min == stats.max:
+            found = {int(stats.min): group.num_rows}
+        else:
+            cpus = file.read_row_group(index, columns=["cpu"]).column(0).to_numpy()
+            found = dict(zip(*(a.tolist() for a in np.unique(cpus, return_counts=True)),
+                             strict=True))
+        for cpu, count in found.items():
+            groups.setdefault(cpu, []).append((index, len(found) == 1))
+            rows[cpu] = rows.get(cpu, 0) + count
+
+    def batches_of(cpu: int) -> CpuBatches:
+        def batches() -> Iterator[Table]:
+            reader = pq.ParquetFile(path)
+            for index, alone in groups[cpu]:
+                batch = Table.from_arrow(reader.read_row_group(index, columns=names))
+                yield batch if alone else batch.where(cpu=cpu)
+        return batches
+
+    empty = Table.from_arrow(file.schema_arrow.empty_table().select(names))
+    return SpooledTable.of(path, empty, [(cpu, rows[cpu], batches_of(cpu)) for cpu in sorted(groups)])
+
+
 def dictionary_columns(schema) -> list[str]:
     """The columns a Parquet file stores with dictionary pages: strings only
     (for numeric columns, timestamps and durations, they cost tens of MB

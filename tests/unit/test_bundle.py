@@ -43,23 +43,41 @@ def test_round_trip(tmp_path):
     validate(loaded.manifest)
 
 
-def test_some_columns_of_a_stored_table_are_read_alone(tmp_path):
-    """table(name, columns) reads only those columns from the file (the rest,
-    strings, stay out of memory), and once the whole table is in memory takes
-    them from it."""
-    detours = Table({"cpu": np.array([0, 1], np.int32), "start_ns": np.array([5, 9]),
-                     "duration_ns": np.array([1000, 2000]),
-                     "cause": np.array(["tick", "irq"], dtype=object)})
-    written = Bundle(minimal_manifest(), {"detours": detours}).write(tmp_path / "b")
-    loaded = noisescope.load(written)
-    some = loaded.table("detours", ("cpu", "start_ns"))
-    assert some.columns == ["cpu", "start_ns"] and some.start_ns.tolist() == [5, 9]
-    assert loaded.table("detours", ("cpu", "start_ns")) is some  # read once
+def test_a_stored_table_is_read_a_cpu_and_a_row_group_at_a_time(tmp_path):
+    """table_by_cpu(name, columns) reads only those columns, and of one CPU only
+    its row groups (found from their statistics, once), in the file's order;
+    a row group of several CPUs (a table written whole) is filtered."""
+    from noisescope.tables import ROW_GROUP_ROWS, SpooledTable, cpu_batches
+
+    rows = ROW_GROUP_ROWS + 5
+    spooled = Table({"cpu": np.repeat(np.array([3, 1], np.int32), rows),
+                     "start_ns": np.tile(np.arange(rows) * 10, 2),
+                     "duration_ns": np.arange(2 * rows) + 1000,
+                     "cause": np.array(["tick", "irq"] * rows, dtype=object)})
+    whole = Table({"cpu": np.array([1, 0, 1], np.int32), "start_ns": np.array([5, 9, 7]),
+                   "duration_ns": np.array([1000, 2000, 3000]),
+                   "cause": np.array(["tick", "irq", "ipi"], dtype=object)})
+    halves = [(cpu, rows, lambda cpu=cpu: (part for part in (
+        spooled.where(cpu=cpu).filter(slice(0, rows - 5)),
+        spooled.where(cpu=cpu).filter(slice(rows - 5, None))))) for cpu in (3, 1)]
+    tables = {"detours": SpooledTable.of(tmp_path / "d.parquet", spooled.filter(slice(0, 0)), halves),
+              "mixed": whole}
+    loaded = noisescope.load(Bundle(minimal_manifest(), tables).write(tmp_path / "b"))
+    by_cpu = loaded.table_by_cpu("detours", ("start_ns", "duration_ns"))
+    assert loaded.table_by_cpu("detours", ("start_ns", "duration_ns")) is by_cpu  # found once
     assert "detours" not in loaded._tables  # the whole table was not read
-    assert loaded.table("detours").cause.tolist() == ["tick", "irq"]
-    assert loaded.table("detours", ("cause",)).columns == ["cause"]
+    assert by_cpu.cpus == [1, 3] and by_cpu.rows == 2 * rows
+    for cpu in (1, 3):
+        batches = list(cpu_batches(by_cpu, cpu, "start_ns"))
+        assert [b.rows for b in batches] == [ROW_GROUP_ROWS, 5]  # the CPU's row groups
+        assert batches[0].columns == ["cpu", "start_ns", "duration_ns"]
+        mine = spooled.where(cpu=cpu)
+        assert np.array_equal(Table.concat(batches).duration_ns, mine.duration_ns)
+    several = loaded.table_by_cpu("mixed", ("duration_ns",))
+    assert [b.duration_ns.tolist() for b in cpu_batches(several, 1, "start_ns")] == [[1000, 3000]]
+    assert [b.duration_ns.tolist() for b in cpu_batches(several, 0, "start_ns")] == [[2000]]
     with pytest.raises(KeyError):
-        loaded.table("events", ("cpu",))
+        loaded.table_by_cpu("events", ("cpu",))
 
 
 def test_write_refuses_a_non_empty_destination(tmp_path):

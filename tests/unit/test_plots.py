@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from noisescope.bundle import Bundle
-from noisescope.render.plots import COLUMNS, envelope, noise_bars
+from noisescope.render.plots import COLUMNS, batched_envelope, envelope, noise_bars
 from noisescope.tables import Table
 
 
@@ -35,6 +35,27 @@ def test_short_series_are_drawn_point_by_point():
     cx, low, high = envelope(x, y)
     assert cx.tolist() == [1, 2, 3] and low.tolist() == high.tolist() == [10, 20, 30]
 
+
+
+def test_an_envelope_read_batch_by_batch_is_that_of_the_whole_series():
+    """A report draws an hour's series a row group at a time: the same bins,
+    extremes and gaps as from the series whole, on linear and log axes."""
+    rng = np.random.default_rng(5)
+    for points in (40, 2 * COLUMNS, 250_000):
+        x = np.sort(rng.uniform(1, 1e6, points))
+        x[points // 3: points // 2] += 5e5  # a gap, then a jump
+        y = rng.lognormal(8, 1, points)
+        cuts = np.sort(rng.choice(np.arange(1, points), 6, replace=False))
+        pieces = list(zip(np.split(x, cuts), np.split(y, cuts), strict=True))
+        rng.shuffle(pieces)  # batches need not come in order of x
+        for log in (False, True):
+            for drop_empty in (False, True):
+                whole = envelope(x, y, log=log, drop_empty=drop_empty)
+                batched = batched_envelope(lambda pieces=pieces: pieces, log=log,
+                                           drop_empty=drop_empty)
+                assert all(np.array_equal(a, b, equal_nan=True)
+                           for a, b in zip(whole, batched, strict=True))
+        assert len(envelope(x, y)[0]) == (points if points <= 2 * COLUMNS else COLUMNS)
 
 def test_dollar_signs_in_labels_are_not_tex():
     def bundle(label, noise):

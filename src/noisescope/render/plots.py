@@ -14,7 +14,7 @@ spike stays visible; nothing is dropped or sampled.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import matplotlib
@@ -26,6 +26,7 @@ from matplotlib.figure import Figure as MplFigure  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter  # noqa: E402
 
 from ..bundle import Bundle  # noqa: E402
+from ..tables import SpooledTable, Table, cpu_batches, table_cpus  # noqa: E402
 from ..units import format_count, format_duration  # noqa: E402
 
 COLUMNS = 1500  # envelope columns per panel: about one per pixel
@@ -84,41 +85,86 @@ def styled(function):
     return run
 
 
+Points = Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]]  # (x, y) batches, readable again
+
+
 def envelope(x: np.ndarray, y: np.ndarray, columns: int = COLUMNS, log: bool = False,
              drop_empty: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Min and max of y in each of `columns` equal bins of x: NaN where a bin is
     empty (a gap in a time series), or left out with `drop_empty` (a curve whose
-    points are sparse at one end of a log axis)."""
-    if len(x) == 0:
-        return np.array([]), np.array([]), np.array([])
-    order = np.argsort(x, kind="stable")
-    x, y = np.asarray(x, np.float64)[order], np.asarray(y, np.float64)[order]
-    scale_x = np.log10(x) if log else x
-    lo, hi = scale_x[0], scale_x[-1]
-    if len(x) <= 2 * columns or hi <= lo:
-        return x, y, y
-    index = np.minimum(((scale_x - lo) / (hi - lo) * columns).astype(np.int64), columns - 1)
-    starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
-    low, high = np.full(columns, np.nan), np.full(columns, np.nan)
-    used = index[starts]
+    points are sparse at one end of a log axis). Up to 2 x columns points are
+    returned as they are, in order of x."""
+    return batched_envelope(lambda: [(x, y)], columns, log, drop_empty)
+
+
+def batched_envelope(points: Points, columns: int = COLUMNS, log: bool = False,
+                     drop_empty: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """envelope() of the points of every batch together, read twice (the range of
+    x, then the bins) and never all in memory: an hour's series is millions
+    of points a CPU."""
+    def scaled(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, np.float64)
+        return np.log10(x) if log else x
+
+    count, lo, hi = 0, np.inf, -np.inf
+    for x, _ in points():
+        if len(x):
+            count += len(x)
+            lo, hi = min(lo, float(scaled(x).min())), max(hi, float(scaled(x).max()))
+    if count <= 2 * columns or hi <= lo:
+        gathered = [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in points()]
+        x = np.concatenate([x for x, _ in gathered]) if gathered else np.array([])
+        y = np.concatenate([y for _, y in gathered]) if gathered else np.array([])
+        order = np.argsort(x, kind="stable")
+        return x[order], y[order], y[order]
+    low, high = np.full(columns, np.inf), np.full(columns, -np.inf)
+    used = np.zeros(columns, bool)
+    for x, y in points():
+        index = np.minimum(((scaled(x) - lo) / (hi - lo) * columns).astype(np.int64), columns - 1)
+        y = np.asarray(y, np.float64)
+        np.minimum.at(low, index, y)
+        np.maximum.at(high, index, y)
+        used[index] = True
+    low[~used] = high[~used] = np.nan
     edges = np.linspace(lo, hi, columns + 1)
     middle = (edges[:-1] + edges[1:]) / 2
     centers = 10 ** middle if log else middle
-    low[used] = np.minimum.reduceat(y, starts)
-    high[used] = np.maximum.reduceat(y, starts)
     if drop_empty:
         return centers[used], low[used], high[used]
     return centers, low, high
 
 
-def draw_envelope(ax, x, y, color, label=None, log=False) -> None:
-    cx, low, high = envelope(x, y, log=log)
+def draw_envelope(ax, shape: tuple[np.ndarray, np.ndarray, np.ndarray], color, label=None) -> None:
+    """An envelope (`envelope`, `batched_envelope`): its band, or a line where it is one."""
+    cx, low, high = shape
     if len(cx) and np.array_equal(low, high, equal_nan=True):
         ax.plot(cx, high, color=color, lw=0.8, label=label)
         return
     ax.fill_between(cx, low, high, color=color, alpha=0.35, lw=0, step="mid")
     ax.plot(cx, high, color=color, lw=0.6, label=label, drawstyle="steps-mid")
     ax.plot(cx, low, color=color, lw=0.6, drawstyle="steps-mid")
+
+
+def cpu_points(bundle: Bundle, table: str, cpu: int, x: str, y: str, origin: float = 0.0
+               ) -> Points:
+    """One CPU's (x, y) of a bundle's table, a row group at a time (x: times
+    in seconds from `origin` when it is a *_ns time, else as stored)."""
+    def points() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for rows in cpu_batches(bundle.table_by_cpu(table, (x, y)), cpu, x):
+            yield (_seconds(rows[x], origin) if x.endswith("_ns") else rows[x]), rows[y]
+    return points
+
+
+def gathered(points: Points, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every point, if there are at most `limit` (else None, having held no more)."""
+    xs, ys, count = [], [], 0
+    for x, y in points():
+        count += len(x)
+        if count > limit:
+            return None
+        xs.append(np.asarray(x, np.float64))
+        ys.append(np.asarray(y, np.float64))
+    return (np.concatenate(xs), np.concatenate(ys)) if xs else (np.array([]), np.array([]))
 
 
 def plain(text: str) -> str:
@@ -208,9 +254,8 @@ def _series(bundles: list[Bundle], kind: str, table: str, column: str, key: str,
     names = bundle_names(bundles)
     figure, axes = new_figure(len(pairs), sharex=True)
     for ax, (bundle, s), color in zip(axes[:, 0], pairs, _cycle(), strict=False):
-        rows = bundle.table(table).where(cpu=s["cpu"])
-        origin = _probe_origin(bundle, kind)
-        draw_envelope(ax, _seconds(rows["start_ns"], origin), rows[column], color)
+        points = cpu_points(bundle, table, s["cpu"], "start_ns", column, _probe_origin(bundle, kind))
+        draw_envelope(ax, batched_envelope(points), color)
         ax.set_title(panel_title(bundle, s["cpu"], names, _several(bundles)), loc="left")
         ax.set_ylabel(ylabel)
         if as_duration:
@@ -245,13 +290,13 @@ def detour_timeline(bundles: list[Bundle]) -> list[Figure]:
     names = bundle_names(bundles)
     figure, axes = new_figure(len(pairs), sharex=True)
     for ax, (bundle, s), color in zip(axes[:, 0], pairs, _cycle(), strict=False):
-        rows = bundle.table("detours", DETOUR_COLUMNS).where(cpu=s["cpu"])
-        t = _seconds(rows["start_ns"], _probe_origin(bundle, "detour"))
-        length = rows["duration_ns"].astype(np.float64)
-        if rows.rows <= SCATTER_LIMIT:
-            ax.scatter(t, length, s=3, color=color, lw=0)
+        points = cpu_points(bundle, "detours", s["cpu"], "start_ns", "duration_ns",
+                            _probe_origin(bundle, "detour"))
+        every = gathered(points, SCATTER_LIMIT)
+        if every is not None:
+            ax.scatter(*every, s=3, color=color, lw=0)
         else:
-            cx, _, high = envelope(t, length)
+            cx, _, high = batched_envelope(points)
             ax.vlines(cx, s["threshold_ns"], high, color=color, lw=0.7)
         ax.set_yscale("log")
         _duration_axis(ax)
@@ -281,10 +326,11 @@ class LostTimeGrid:
     lost_pct: np.ndarray
 
 
-def lost_time_grid(detours, windows, cpus: list[int], columns: int = HEATMAP_COLUMNS
-                   ) -> LostTimeGrid | None:
+def lost_time_grid(detours: Table | SpooledTable, windows: Table, cpus: list[int],
+                   columns: int = HEATMAP_COLUMNS) -> LostTimeGrid | None:
     """The detour probe's lost time as a CPU x time grid (exact overlaps of
-    the detours with each bin, as the spectrum's series)."""
+    the detours with each bin, as the spectrum's series), the detours read a
+    CPU and a batch at a time."""
     from ..analysis.spectrum import lost_time_series
 
     windows = windows.filter(windows["probe"] == "detour")
@@ -294,19 +340,13 @@ def lost_time_grid(detours, windows, cpus: list[int], columns: int = HEATMAP_COL
     bin_ns = max(1, -(-(end - begin) // columns))
     end = begin + bin_ns * columns
     lost = np.full((len(cpus), columns), np.nan)
-    # by CPU: a many-CPU scan has millions of detours, which a scan's bundle
-    # holds CPU after CPU already (sorting copies every column)
-    by_cpu, starts, durations = detours["cpu"], detours["start_ns"], detours["duration_ns"]
-    if not (by_cpu[1:] >= by_cpu[:-1]).all():
-        order = np.argsort(by_cpu, kind="stable")
-        by_cpu, starts, durations = by_cpu[order], starts[order], durations[order]
     for row, cpu in enumerate(cpus):
         mine = windows.where(cpu=cpu)
         measured = lost_time_series(mine["start_ns"], mine["end_ns"] - mine["start_ns"],
                                     begin, end, bin_ns)
-        # (needles of the column's type: others make numpy convert the whole column each time)
-        first, last = np.searchsorted(by_cpu, np.array([cpu, cpu + 1], by_cpu.dtype))
-        share = lost_time_series(starts[first:last], durations[first:last], begin, end, bin_ns)
+        share = np.zeros(columns)  # exact overlaps add up batch by batch
+        for batch in cpu_batches(detours, cpu, "start_ns"):
+            share += lost_time_series(batch["start_ns"], batch["duration_ns"], begin, end, bin_ns)
         inside = measured > 0
         lost[row, inside] = 100.0 * share[inside] / measured[inside]
     return LostTimeGrid(list(cpus), begin, bin_ns, lost)
@@ -323,8 +363,8 @@ def detour_heatmap(bundles: list[Bundle]) -> list[Figure]:
     for bundle in bundles:
         cpus = sorted({s["cpu"] for s in bundle.summaries.get("detour", [])})
         if len(cpus) > MAX_PANELS and bundle.has_table("detours") and bundle.has_table("windows"):
-            grid = lost_time_grid(bundle.table("detours", DETOUR_COLUMNS), bundle.table("windows"),
-                                  cpus)
+            grid = lost_time_grid(bundle.table_by_cpu("detours", DETOUR_COLUMNS),
+                                  bundle.table("windows"), cpus)
             if grid is not None:
                 grids.append((bundle, grid))
     if not grids:
@@ -402,10 +442,19 @@ def detour_histogram(bundles: list[Bundle]) -> list[Figure]:
     drawn = 0
     pairs, dropped = panels(bundles, "detour", "detours")
     for (bundle, s), color in zip(pairs, _cycle(), strict=False):
-        lengths = bundle.table("detours", DETOUR_COLUMNS).where(cpu=s["cpu"])["duration_ns"]
-        if len(lengths) == 0:
+        by_cpu = bundle.table_by_cpu("detours", DETOUR_COLUMNS)
+
+        def lengths(by_cpu=by_cpu, cpu=s["cpu"]) -> Iterator[np.ndarray]:
+            return (rows["duration_ns"] for rows in cpu_batches(by_cpu, cpu, "start_ns")
+                    if rows.rows)
+
+        shortest, longest = np.inf, -np.inf
+        for some in lengths():
+            shortest, longest = min(shortest, some.min()), max(longest, some.max())
+        if shortest > longest:  # none
             continue
-        counts, edges = np.histogram(lengths, _log_bins(lengths.min(), lengths.max() * 1.001))
+        edges = _log_bins(shortest, longest * 1.001)
+        counts = sum(np.histogram(some, edges)[0] for some in lengths())
         ax.stairs(counts, edges, color=color, lw=1.1,
                   label=panel_title(bundle, s["cpu"], names, _several(bundles)))
         drawn += 1
@@ -567,6 +616,20 @@ def rank_noise_bars(fleets: list[Bundle]) -> list[Figure]:
                    + more, figure)]
 
 
+def _length_counts(detours: Table | SpooledTable) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct detour length of every CPU, and how many detours have it:
+    counted a batch at a time and merged (the lengths repeat, the rows
+    grow with the run)."""
+    lengths, counts = np.array([], np.int64), np.array([], np.int64)
+    for cpu in table_cpus(detours):
+        for batch in cpu_batches(detours, cpu, "start_ns"):
+            found, many = np.unique(batch["duration_ns"], return_counts=True)
+            lengths, where = np.unique(np.concatenate([lengths, found]), return_inverse=True)
+            counts = np.bincount(where, np.concatenate([counts, many]),
+                                 minlength=len(lengths)).astype(np.int64)
+    return lengths, counts
+
+
 @styled
 def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
                        title: str = "How often the CPU is taken away for at least a given time",
@@ -580,8 +643,7 @@ def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
         seconds = sum(s["measured_ns"] for s in summaries) / SECOND
         # each distinct length once, with the number of detours at least as long:
         # the curve's steps (millions of detours repeat far fewer lengths)
-        lengths, counts = np.unique(bundle.table("detours", DETOUR_COLUMNS)["duration_ns"],
-                                    return_counts=True)
+        lengths, counts = _length_counts(bundle.table_by_cpu("detours", DETOUR_COLUMNS))
         if len(lengths) == 0 or seconds <= 0:
             continue
         rate = np.cumsum(counts[::-1])[::-1] / seconds
