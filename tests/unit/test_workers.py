@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -312,6 +313,39 @@ def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
     assert pq.ParquetFile(source.events_path).metadata.num_rows == capture.event_count
+
+
+def test_a_stop_while_the_feeding_is_awaited_ends_the_feeding_before_it_is_passed_on(tmp_path):
+    """A Ctrl-C while the scan's process waits for the feeding thread to
+    finish: by the time stop() passes it on (and the caller gives the spool
+    up), the thread has stopped, after the batch it was feeding."""
+    import pyarrow as pa
+
+    from noisescope.trace import handoff
+
+    directory = tmp_path / "handoff"
+    directory.mkdir()
+    one = pa.table({"cpu": pa.array([0], pa.int32())})
+    for table, batches in (("sched_switch", 0), ("events", 40)):  # events last: the sign
+        with pa.OSFile(str(handoff.stream_path(directory, 0, table)), "wb") as sink:
+            with pa.ipc.new_stream(sink, one.schema) as writer:
+                for _ in range(batches):
+                    writer.write_table(one)
+    fed = []
+
+    def slow_feed(name, table):
+        time.sleep(0.05)
+        fed.append(name)
+
+    feeder = handoff.Feeder(directory, [0], slow_feed)
+    feeder.start()
+    ctrl_c = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    ctrl_c.start()
+    with pytest.raises(KeyboardInterrupt):
+        feeder.stop(finished=True)
+    stopped_at = len(fed)
+    time.sleep(0.2)
+    assert len(fed) == stopped_at and 0 < stopped_at < 40  # none fed after stop() passed it on
 
 
 @pytest.mark.parametrize("workers,killed,stepped_back", [

@@ -90,6 +90,7 @@ class Feeder:
         self.fed: list[int] = []
         self.failure: BaseException | None = None
         self._abandon = threading.Event()
+        self._ended = threading.Event()  # set by the thread as it ends
         self._thread = threading.Thread(target=self._run, name="noisescope-handoff", daemon=True)
 
     def start(self) -> None:
@@ -110,12 +111,16 @@ class Feeder:
                 for name in TABLES:  # batch by batch: a CPU's events may be millions
                     with pa.OSFile(str(stream_path(self.directory, cpu, name))) as source:
                         for batch in pa.ipc.open_stream(source):
+                            if self._abandon.is_set():
+                                return
                             self.feed(name, pa.Table.from_batches([batch]))
                 for name in TABLES:
                     stream_path(self.directory, cpu, name).unlink(missing_ok=True)
                 self.fed.append(cpu)
         except BaseException as error:  # noqa: BLE001 - raised by stop() in the caller's thread
             self.failure = error
+        finally:
+            self._ended.set()
 
     def stop(self, finished: bool) -> None:
         """Wait for the feeding to end (`finished`: every CPU was decoded, and
@@ -124,7 +129,14 @@ class Feeder:
         if not finished:
             self._abandon.set()
         if self._thread.ident is not None:  # started
-            self._thread.join()
+            # (an Event, not join(): Python 3.11 takes a thread whose join() a
+            # signal interrupted for ended, and a second join() returns at once)
+            try:
+                self._ended.wait()
+            except BaseException:  # a stop while waiting: no feeding after the caller gives up
+                self._abandon.set()
+                self._ended.wait()  # (at most the batch being fed)
+                raise
         if finished and self.failure is not None:
             raise self.failure
 
