@@ -15,7 +15,7 @@ import numpy as np
 
 from .bundle import Bundle, load
 from .errors import UsageError, option
-from .tables import Table
+from .tables import Table, table_cpus
 from .trace import event_source, explain_detours
 from .trace.explain import attribution_summary
 from .trace.store import EventSource
@@ -34,6 +34,10 @@ class Explanation:
     bundle: Bundle
     detours: list[dict] | None
     late_wakeups: list[dict] | None
+
+
+DETOUR_COLUMNS = ("start_ns", "duration_ns", "cause", "cause_detail")  # what the summary reads
+CAUSE_COLUMNS = ("start_ns", "cause", "detail", "duration_ns")
 
 
 def explain(bundle: Bundle | str | os.PathLike[str], *, cpus: str | Sequence[int] | None = None,
@@ -70,12 +74,14 @@ def explain(bundle: Bundle | str | os.PathLike[str], *, cpus: str | Sequence[int
                          "use it with bundles of noisescope scan --probes detour --osnoise on")
     detours = late = None
     if has_detours:
-        spans, causes = bundle.detours, bundle.detour_causes
         if osnoise:
             attribution = explain_detours(bundle, osnoise="prefer")
-            spans, causes = attribution.annotate(spans), attribution.causes
-        detours = attribution_summary(_only(spans, wanted), _only(causes, wanted), trace,
-                                      worst=worst)
+            spans, causes = attribution.annotate(bundle.detours), attribution.causes
+        else:  # a CPU and a row group at a time: an hour's are tens of millions of rows
+            spans = bundle.table_by_cpu("detours", DETOUR_COLUMNS)
+            causes = bundle.table_by_cpu("detour_causes", CAUSE_COLUMNS)
+        detours = attribution_summary(spans, causes, trace, worst=worst, cpus=[
+            cpu for cpu in table_cpus(spans) if wanted is None or cpu in wanted])
     if has_wakeups:
         late = _late_wakeup_rows(bundle, trace, wanted, worst, trace_threshold)
     return Explanation(bundle, detours, late)

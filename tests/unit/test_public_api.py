@@ -87,3 +87,26 @@ def test_explain_without_the_cli():
         noisescope.explain(found.bundle, cpus=[9, 7])
     with pytest.raises(UsageError, match="no kernel trace"):
         noisescope.explain(BUNDLES / "bench-161b2c8")
+
+
+def test_explain_reads_the_detours_and_their_causes_a_cpu_and_a_row_group_at_a_time(monkeypatch):
+    """An hour's bundle holds tens of millions of cause rows: explain never
+    reads them whole (a whole read fails here), and says what it said with the
+    tables in memory."""
+    import noisescope.bundle
+
+    in_memory = noisescope.load(BUNDLES / "scan-161b2c8")
+    in_memory.detours, in_memory.detour_causes  # noqa: B018 - loaded whole, kept
+    expected = noisescope.explain(in_memory, worst=3)
+    whole_read = noisescope.bundle._read_table
+
+    def refused(path, *args):
+        assert path.name not in ("detours.parquet", "detour_causes.parquet"), f"{path} read whole"
+        return whole_read(path, *args)
+
+    monkeypatch.setattr(noisescope.bundle, "_read_table", refused)
+    found = noisescope.explain(BUNDLES / "scan-161b2c8", worst=3)
+    assert found.detours == expected.detours and len(found.detours) >= 1
+    assert any(row["worst"] and row["causes"] for row in found.detours)
+    assert noisescope.explain(BUNDLES / "scan-161b2c8", cpus="1", worst=3).detours == [
+        row for row in expected.detours if row["cpu"] == 1]
