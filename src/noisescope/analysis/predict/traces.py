@@ -18,6 +18,7 @@ import numpy as np
 
 from ...diagnostics import Code, Diagnostic
 from ...errors import UsageError, unwritable
+from ...tables import SpooledTable, Table, cpu_batches
 from ...units import format_duration, parse_noise_spec
 
 SECOND = 1_000_000_000
@@ -126,7 +127,9 @@ def traces_from_bundle(bundle) -> list[NoiseTrace]:
     if windows.rows == 0:
         raise UsageError(f"bundle {bundle.name} has no detour windows (nothing was measured)",
                          "measure with 'noisescope scan --probes detour'")
-    detours = bundle.table("detours")
+    # the two columns a trace keeps, a CPU at a time (the whole table's strings took ~140 B
+    # a detour: gigabytes for an hour's)
+    detours = bundle.table_by_cpu("detours", ("start_ns", "duration_ns"))
     summaries = {s["cpu"]: s for s in bundle.summaries.get("detour", [])}
     traces = []
     for cpu in np.unique(windows["cpu"]):
@@ -136,12 +139,11 @@ def traces_from_bundle(bundle) -> list[NoiseTrace]:
         end = mine["end_ns"][order].astype(np.int64)
         measured = end - begin
         offset = np.cumsum(measured) - measured  # where each window starts on the joined axis
-        own = detours.where(cpu=cpu)
-        start = own["start_ns"].astype(np.int64)
+        start, lengths = _cpu_columns(detours, int(cpu), ("start_ns", "duration_ns"))
         window = np.searchsorted(begin, start, side="right") - 1
         inside = (window >= 0) & (start < end[np.maximum(window, 0)])
         local = start[inside] - begin[window[inside]] + offset[window[inside]]
-        durations = own["duration_ns"][inside].astype(np.int64)
+        durations = lengths[inside]
         span = int(measured.sum())
         name = f"{bundle.name} cpu {int(cpu)}"
         summary = summaries.get(int(cpu), {})
@@ -160,6 +162,14 @@ def traces_from_bundle(bundle) -> list[NoiseTrace]:
         traces.append(NoiseTrace(name, local, durations, span, "bundle", cpu=int(cpu),
                                  diagnostics=tuple(notes)))
     return traces
+
+
+def _cpu_columns(table: Table | SpooledTable, cpu: int, names: tuple[str, ...]
+                 ) -> list[np.ndarray]:
+    """One CPU's columns of a table read batch by batch, as int64 arrays."""
+    batches = list(cpu_batches(table, cpu, "start_ns"))
+    return [np.concatenate([np.zeros(0, np.int64), *(b[name] for b in batches)]).astype(np.int64)
+            for name in names]
 
 
 def parse_synthetic(spec: str) -> tuple[PeriodicSource, ...]:
