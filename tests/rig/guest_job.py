@@ -16,6 +16,7 @@ Standard library only: this starts before anything else in the guest.
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ ABORT_GRACE_S = 10  # for the tracebacks of a step at its limit, then SIGKILL
 
 def main(out: str) -> int:
     os.chdir(out)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core files of SIGABRT into the share
     with open("steps.json") as file:
         steps = json.load(file)
     results, background = [], {}

@@ -97,6 +97,7 @@ def test_a_step_whose_tasks_outlive_sigkill_ends_the_job_and_is_a_hang(tmp_path,
     monkeypatch.setattr(guest_job, "console", lines.append)
     monkeypatch.setattr(guest_job, "ABORT_GRACE_S", 1)
     monkeypatch.setattr(guest_job, "task_states", lambda session: ["D"])
+    monkeypatch.setattr(guest_job.resource, "setrlimit", lambda *limit: None)  # (this process's)
     (tmp_path / "steps.json").write_text(json.dumps([
         Step("hangs", (sys.executable, "-c", "import time; time.sleep(600)"), timeout_s=1).to_dict(),
         Step("after", ("true",)).to_dict()]))
