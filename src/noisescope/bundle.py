@@ -164,14 +164,11 @@ class Bundle:
         at a time (`tables.parquet_by_cpu`), never the whole table; a table
         in memory as it is. What a report draws from an hour's detours."""
         table = self._tables.get(name)
-        if isinstance(table, SpooledTable) or (table is None and self.path is None):
-            return self.batched_table(name)
-        if isinstance(table, StoredTable):
-            path = table.ready()
-        elif table is None:
-            path = self._stored_path(name)
-        else:
+        if isinstance(table, SpooledTable):
+            return table
+        if table is not None and not isinstance(table, StoredTable):
             return self.table(name)
+        path = table.ready() if table is not None else self._stored_path(name)
         key = (name, columns)
         if key not in self._by_cpu:
             import pyarrow as pa

@@ -14,6 +14,7 @@ relative paths in a step's argv land in the share the host reads.
 Standard library only: this starts before anything else in the guest.
 """
 
+import contextlib
 import json
 import os
 import resource
@@ -75,10 +76,8 @@ def run(step: dict) -> dict | None:
         stuck = tasks(process.pid)
         console(f"rig: step {step['name']} at its limit; its tasks:\n{stuck}")
         for signum in (signal.SIGABRT, signal.SIGKILL):
-            try:
+            with contextlib.suppress(ProcessLookupError):  # (it may end meanwhile)
                 os.killpg(process.pid, signum)
-            except ProcessLookupError:
-                break
             try:  # a task outside its process group may still hold the pipes
                 stdout, stderr = process.communicate(timeout=ABORT_GRACE_S)
                 break

@@ -99,22 +99,24 @@ def envelope(x: np.ndarray, y: np.ndarray, columns: int = COLUMNS, log: bool = F
 
 def batched_envelope(points: Points, columns: int = COLUMNS, log: bool = False,
                      drop_empty: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """envelope() of the points of every batch together, read twice (the range of
-    x, then the bins) and never all in memory: an hour's series is millions
-    of points a CPU."""
+    """envelope() of the points of every batch together, never all in memory
+    (an hour's series is millions of points a CPU): read until there are too
+    many to return as they are, then for the range of x, then into the bins."""
     def scaled(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, np.float64)
         return np.log10(x) if log else x
 
-    count, lo, hi = 0, np.inf, -np.inf
-    for x, _ in points():
-        if len(x):
-            count += len(x)
-            lo, hi = min(lo, float(scaled(x).min())), max(hi, float(scaled(x).max()))
-    if count <= 2 * columns or hi <= lo:
-        gathered = [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in points()]
-        x = np.concatenate([x for x, _ in gathered]) if gathered else np.array([])
-        y = np.concatenate([y for _, y in gathered]) if gathered else np.array([])
+    every = gathered(points, 2 * columns)
+    if every is None:
+        lo, hi = np.inf, -np.inf
+        for x, _ in points():
+            if len(x):
+                some = scaled(x)
+                lo, hi = min(lo, float(some.min())), max(hi, float(some.max()))
+        if hi <= lo:  # x never changes: the points as they are
+            every = gathered(points, np.inf)
+    if every is not None:
+        x, y = every
         order = np.argsort(x, kind="stable")
         return x[order], y[order], y[order]
     low, high = np.full(columns, np.inf), np.full(columns, -np.inf)
@@ -155,7 +157,7 @@ def cpu_points(bundle: Bundle, table: str, cpu: int, x: str, y: str, origin: flo
     return points
 
 
-def gathered(points: Points, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+def gathered(points: Points, limit: float) -> tuple[np.ndarray, np.ndarray] | None:
     """Every point, if there are at most `limit` (else None, having held no more)."""
     xs, ys, count = [], [], 0
     for x, y in points():
