@@ -148,6 +148,39 @@ def test_attribution_is_the_same_from_disk_and_from_memory(tmp_path, captured_tr
         assert np.array_equal(on_disk.causes[name], in_memory.causes[name])
 
 
+def test_a_stop_while_the_spool_waits_for_its_writer_ends_the_wait_only_once_it_is_done(
+        tmp_path, monkeypatch, captured_trace):
+    """A Ctrl-C while finish() waits for a file's writer thread: the caller
+    hears of it only once the thread has written what was queued, so that
+    giving the spool up (closing the file) cannot race the thread's writes."""
+    import signal
+    import threading
+
+    from noisescope.trace.store import _SpoolFile
+
+    write = _SpoolFile._write
+    writes = {"begun": 0, "done": 0}  # by both files' threads
+
+    def slow_write(self, arrow):
+        writes["begun"] += 1
+        time.sleep(0.5)
+        write(self, arrow)
+        writes["done"] += 1
+
+    monkeypatch.setattr(_SpoolFile, "_write", slow_write)
+    spool = EventSpool(tmp_path)
+    spool.append(captured_trace)
+    ctrl_c = threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+    ctrl_c.start()
+    with pytest.raises(KeyboardInterrupt):
+        spool.finish()
+    at_the_stop = dict(writes)
+    time.sleep(1.2)
+    # no write under way when the stop was passed on, and none after it
+    assert at_the_stop["begun"] == at_the_stop["done"] > 0 and writes == at_the_stop
+    spool.discard()
+
+
 def test_bundles_copy_stored_tables_in(tmp_path, captured_trace):
     (tmp_path / "spool").mkdir()
     spool = EventSpool(tmp_path / "spool")

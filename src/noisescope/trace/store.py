@@ -276,8 +276,8 @@ class _SpoolFile:
         self.failure: BaseException | None = None
         self._writer = None
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
-        self._thread = threading.Thread(target=self._write_queued, name=f"noisescope-{name}",
-                                        daemon=True)
+        self._ended = threading.Event()  # set by the thread as it ends
+        self._thread = threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True)
         self._thread.start()
 
     def put(self, table) -> None:
@@ -286,7 +286,24 @@ class _SpoolFile:
         self._queue.put(table)
 
     def join(self) -> None:
-        self._thread.join()
+        """Until the thread has ended, whatever signals come meanwhile (the
+        first stop is raised after). An Event, not Thread.join(): Python 3.11
+        takes a thread whose join() a signal interrupted for ended, and the
+        file would be closed (discard) while the thread still writes it."""
+        stop = None
+        while not self._ended.is_set():
+            try:
+                self._ended.wait()
+            except BaseException as error:  # noqa: BLE001 - raised once the thread has ended
+                stop = stop or error
+        if stop is not None:
+            raise stop
+
+    def _run(self) -> None:
+        try:
+            self._write_queued()
+        finally:
+            self._ended.set()
 
     def _write_queued(self) -> None:
         import pyarrow as pa
@@ -394,11 +411,19 @@ class EventSpool:
             file.wait_idle()
 
     def _written(self) -> None:
-        """Wait until the writer threads have written what was queued, and end them."""
+        """Wait until the writer threads have written what was queued, and end
+        them; a stop meanwhile is raised once all have ended (a spool given
+        up closes its files)."""
         for file in self._files.values():
             file.put(None)
-        for file in self._files.values():
-            file.join()
+        stop = None
+        for file in self._files.values():  # every one, also after a stop (raised after)
+            try:
+                file.join()
+            except BaseException as error:  # noqa: BLE001
+                stop = stop or error
+        if stop is not None:
+            raise stop
 
     def _raise_failure(self) -> None:
         for file in self._files.values():
