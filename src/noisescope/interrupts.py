@@ -220,6 +220,21 @@ def interrupted() -> bool:
     return _state.received > 0
 
 
+def wait_through(event: threading.Event) -> BaseException | None:
+    """Wait until `event` is set, whatever signals come meanwhile; returns the
+    first exception one raised (None: none came), for the caller to raise or
+    note. To wait for a thread's end, wait for an Event it sets as it ends,
+    never Thread.join(): Python 3.11 takes a thread whose join() a signal
+    interrupted for ended, and a second join() returns at once."""
+    stop = None
+    while not event.is_set():
+        try:
+            event.wait()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller
+            stop = stop or error
+    return stop
+
+
 class GaveUp(Exception):
     """Optional work stopped because a signal gave it up (its partial result is discarded)."""
 

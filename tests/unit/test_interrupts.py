@@ -170,3 +170,18 @@ def test_sigterm_with_its_default_action_ends_the_process_once_the_bundle_is_wri
     assert "went on" not in done.stdout
     assert noisescope.load(tmp_path / "b").complete
     assert [p.name for p in tmp_path.iterdir()] == ["b"]
+
+
+def test_a_wait_through_signals_ends_only_when_the_thread_has_and_returns_the_stop():
+    """Two Ctrl-Cs while waiting for a thread that ends after 0.6 s: the wait
+    goes on until it has ended and hands back a KeyboardInterrupt."""
+    ended = threading.Event()
+    worker = threading.Timer(0.6, ended.set)
+    main = threading.main_thread().ident
+    ctrl_cs = [threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
+               for delay in (0.1, 0.3)]
+    for timer in (worker, *ctrl_cs):
+        timer.start()
+    stop = interrupts.wait_through(ended)
+    assert ended.is_set() and isinstance(stop, KeyboardInterrupt)
+    assert interrupts.wait_through(ended) is None  # nothing came this time

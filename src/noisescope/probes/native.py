@@ -149,9 +149,9 @@ class NativeHandle:
                                                                      _native.CONTROL_STRIDE)
         native_schedule = schedule.native(start_mono_ns, ticks_per_ns)
         self._outcome: dict[str, object] = {}
-        # An Event rather than Thread.join(): a join interrupted by Ctrl-C can
-        # leave the thread looking finished while it still runs.
-        self._finished = threading.Event()
+        # Events rather than Thread.join() (see interrupts.wait_through)
+        self._finished = threading.Event()  # the run's outcome is in _outcome
+        self._drained = threading.Event()  # the drainer has ended
         self._drain = _Drain(ring, threads, self._slots, spool) if ring is not None else None
         self._drainer: threading.Thread | None = None
 
@@ -164,8 +164,7 @@ class NativeHandle:
             finally:
                 self._finished.set()
 
-        self._worker = threading.Thread(target=body, name=f"noisescope-{probe}", daemon=True)
-        self._worker.start()
+        threading.Thread(target=body, name=f"noisescope-{probe}", daemon=True).start()
         if self._drain is not None:
             self._drainer = threading.Thread(target=self._drain_while_running,
                                              name=f"noisescope-{probe}-drain", daemon=True)
@@ -177,6 +176,8 @@ class NativeHandle:
                 self._drain.take()  # type: ignore[union-attr]
         except BaseException as error:  # handed to the caller by _collect
             self._outcome["drain error"] = error
+        finally:
+            self._drained.set()
 
     def wait(self, progress: ProgressCallback | None = None) -> NativeRun:
         """Until the schedule ends; Ctrl-C (or SIGTERM) stops the run and keeps its data."""
@@ -198,14 +199,10 @@ class NativeHandle:
         return self._collect(False)
 
     def _collect(self, interrupted: bool) -> NativeRun:
-        while not self._finished.is_set():  # the threads stop soon; keep their data
-            try:
-                self._finished.wait()
-            except KeyboardInterrupt:
+        # the threads stop soon (a signal meanwhile counts as an interrupt): keep their data
+        for ended in [self._finished] + ([self._drained] if self._drainer is not None else []):
+            if interrupts.wait_through(ended) is not None:
                 interrupted = True
-        self._worker.join()
-        if self._drainer is not None:
-            self._drainer.join()
         for failure in ("error", "drain error"):
             if failure in self._outcome:
                 raise self._outcome[failure]  # type: ignore[misc]

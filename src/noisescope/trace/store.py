@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from .. import interrupts
 from ..tables import ROW_GROUP_ROWS, Table
 from .events import RawDecoder, TraceEvents
 
@@ -287,15 +288,9 @@ class _SpoolFile:
 
     def join(self) -> None:
         """Until the thread has ended, whatever signals come meanwhile (the
-        first stop is raised after). An Event, not Thread.join(): Python 3.11
-        takes a thread whose join() a signal interrupted for ended, and the
-        file would be closed (discard) while the thread still writes it."""
-        stop = None
-        while not self._ended.is_set():
-            try:
-                self._ended.wait()
-            except BaseException as error:  # noqa: BLE001 - raised once the thread has ended
-                stop = stop or error
+        first stop is raised after: a file closed by giving the spool up
+        while its thread still wrote it would be a race)."""
+        stop = interrupts.wait_through(self._ended)
         if stop is not None:
             raise stop
 
