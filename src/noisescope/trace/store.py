@@ -286,13 +286,11 @@ class _SpoolFile:
         the thread)."""
         self._queue.put(table)
 
-    def join(self) -> None:
-        """Until the thread has ended, whatever signals come meanwhile (the
-        first stop is raised after: a file closed by giving the spool up
-        while its thread still wrote it would be a race)."""
-        stop = interrupts.wait_through(self._ended)
-        if stop is not None:
-            raise stop
+    def wait_ended(self) -> BaseException | None:
+        """Until the thread has ended, whatever signals come meanwhile (a file
+        closed by giving the spool up while its thread still wrote it would be
+        a race); returns the stop that came meanwhile, if one did."""
+        return interrupts.wait_through(self._ended)
 
     def _run(self) -> None:
         try:
@@ -411,12 +409,8 @@ class EventSpool:
         up closes its files)."""
         for file in self._files.values():
             file.put(None)
-        stop = None
-        for file in self._files.values():  # every one, also after a stop (raised after)
-            try:
-                file.join()
-            except BaseException as error:  # noqa: BLE001
-                stop = stop or error
+        stops = [file.wait_ended() for file in self._files.values()]  # every one, then a stop
+        stop = next((stop for stop in stops if stop is not None), None)
         if stop is not None:
             raise stop
 
