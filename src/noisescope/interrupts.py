@@ -227,12 +227,13 @@ def wait_through(event: threading.Event) -> BaseException | None:
     never Thread.join(): Python 3.11 takes a thread whose join() a signal
     interrupted for ended, and a second join() returns at once."""
     stop = None
-    while not event.is_set():
-        try:
-            event.wait()
+    while True:
+        try:  # (the test too: a signal may come between the wait and the test)
+            while not event.is_set():
+                event.wait()
+            return stop
         except BaseException as error:  # noqa: BLE001 - handed to the caller
             stop = stop or error
-    return stop
 
 
 class GaveUp(Exception):

@@ -13,10 +13,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from . import interrupts
 from .errors import UsageError, option
 from .host import HostFacts, check_cpus, default_cpus
 from .privileges import can_use_fifo
@@ -89,6 +91,7 @@ class ResolvedPlacement:
         if self.cpus is None and not self.core_scheduling and not self.fifo_priority:
             return start()
         result: dict[str, object] = {}
+        done = threading.Event()
 
         def placed() -> None:
             try:
@@ -101,13 +104,19 @@ class ResolvedPlacement:
                 result["pid"] = start()
             except BaseException as error:  # re-raised in the calling thread
                 result["error"] = error
+            finally:
+                done.set()
 
-        spawner = threading.Thread(target=placed, name="noisescope-spawn")
-        spawner.start()
-        spawner.join()
+        threading.Thread(target=placed, name="noisescope-spawn").start()
+        stop = interrupts.wait_through(done)  # (the child started or not, never unknown)
         if "error" in result:
             raise result["error"]  # type: ignore[misc]
-        return result["pid"]  # type: ignore[return-value]
+        pid: int = result["pid"]  # type: ignore[assignment]
+        if stop is not None:  # a child nobody will hear of: ended here
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise stop
+        return pid
 
 
 def domains(facts: HostFacts) -> list[tuple[int, ...]]:

@@ -172,16 +172,40 @@ def test_sigterm_with_its_default_action_ends_the_process_once_the_bundle_is_wri
     assert [p.name for p in tmp_path.iterdir()] == ["b"]
 
 
-def test_a_wait_through_signals_ends_only_when_the_thread_has_and_returns_the_stop():
-    """Two Ctrl-Cs while waiting for a thread that ends after 0.6 s: the wait
-    goes on until it has ended and hands back a KeyboardInterrupt."""
+def test_a_wait_through_signals_ends_only_when_the_thread_has_and_returns_the_first_stop():
+    """Two signals while waiting for a thread's end, each raising its own
+    exception: the wait goes on until the thread has ended (after both were
+    handled) and hands back the first."""
+    class Second(Exception):
+        pass
+
+    handled: list[int] = []
+    both_handled = threading.Event()
+
+    def on_signal(signum, frame):
+        handled.append(signum)
+        if len(handled) == 2:
+            both_handled.set()
+        raise KeyboardInterrupt if len(handled) == 1 else Second
+
     ended = threading.Event()
-    worker = threading.Timer(0.6, ended.set)
     main = threading.main_thread().ident
-    ctrl_cs = [threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
-               for delay in (0.1, 0.3)]
-    for timer in (worker, *ctrl_cs):
-        timer.start()
-    stop = interrupts.wait_through(ended)
-    assert ended.is_set() and isinstance(stop, KeyboardInterrupt)
+
+    def thread_that_ends_after_two_signals():
+        for count in (1, 2):
+            time.sleep(0.1)  # the main thread in its wait (a signal before it is the test's)
+            signal.pthread_kill(main, signal.SIGUSR1)
+            while len(handled) < count:
+                time.sleep(0.01)
+        ended.set()
+
+    previous = signal.signal(signal.SIGUSR1, on_signal)
+    thread = threading.Thread(target=thread_that_ends_after_two_signals)
+    try:
+        thread.start()
+        stop = interrupts.wait_through(ended)
+    finally:
+        thread.join()
+        signal.signal(signal.SIGUSR1, previous)
+    assert both_handled.is_set() and ended.is_set() and isinstance(stop, KeyboardInterrupt)
     assert interrupts.wait_through(ended) is None  # nothing came this time

@@ -58,3 +58,59 @@ def test_core_scheduling_is_checked_before_any_run():
         assert "CONFIG_SCHED_CORE" in str(error)
     else:
         pytest.skip("this kernel has core scheduling")
+
+
+def test_a_stop_while_a_placed_child_starts_ends_that_child():
+    """A Ctrl-C while spawn() waits for the thread that starts a placed child:
+    spawn() raises it only once the child has started, and ends and reaps it
+    (nobody else knows of it)."""
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    from noisescope.placement import ResolvedPlacement
+
+    placement = ResolvedPlacement(cpus=tuple(sorted(os.sched_getaffinity(0)))[:1],
+                                  fifo_priority=0, core_scheduling=False)
+    started: dict[str, int] = {}
+    handled, release = threading.Event(), threading.Event()
+
+    def start() -> int:
+        release.wait()  # until the Ctrl-C has been handled
+        child = subprocess.Popen(["sleep", "30"])
+        child.returncode = 0  # reaped by pid, not through Popen
+        started["pid"] = child.pid
+        return child.pid
+
+    def on_sigint(signum, frame):
+        handled.set()
+        raise KeyboardInterrupt
+
+    def ctrl_c():
+        time.sleep(0.1)  # spawn() in its wait
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        handled.wait()
+        release.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    helper = threading.Thread(target=ctrl_c)
+    try:
+        helper.start()
+        with pytest.raises(KeyboardInterrupt):
+            placement.spawn(start)
+        time.sleep(0.3)  # (a spawner that went on would have started the child by now)
+        assert "pid" in started
+        with pytest.raises(ChildProcessError):  # ended and reaped
+            os.waitpid(started["pid"], os.WNOHANG)
+    finally:
+        release.set()
+        helper.join()
+        signal.signal(signal.SIGINT, previous)
+        if "pid" in started:
+            try:
+                os.kill(started["pid"], signal.SIGKILL)
+                os.waitpid(started["pid"], 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass

@@ -150,9 +150,10 @@ def test_attribution_is_the_same_from_disk_and_from_memory(tmp_path, captured_tr
 
 def test_a_stop_while_the_spool_waits_for_its_writer_ends_the_wait_only_once_it_is_done(
         tmp_path, monkeypatch, captured_trace):
-    """A Ctrl-C while finish() waits for a file's writer thread: the caller
-    hears of it only once the thread has written what was queued, so that
-    giving the spool up (closing the file) cannot race the thread's writes."""
+    """A Ctrl-C while finish() waits for the files' writer threads, one of
+    them in the middle of a write: the caller hears of it only once both
+    threads have written what was queued, so that giving the spool up
+    (closing the files) cannot race the threads' writes."""
     import signal
     import threading
 
@@ -160,24 +161,40 @@ def test_a_stop_while_the_spool_waits_for_its_writer_ends_the_wait_only_once_it_
 
     write = _SpoolFile._write
     writes = {"begun": 0, "done": 0}  # by both files' threads
+    writing, handled, release = threading.Event(), threading.Event(), threading.Event()
 
-    def slow_write(self, arrow):
+    def held_write(self, arrow):
         writes["begun"] += 1
-        time.sleep(0.5)
+        writing.set()
+        release.wait()  # until the Ctrl-C has been handled
         write(self, arrow)
         writes["done"] += 1
 
-    monkeypatch.setattr(_SpoolFile, "_write", slow_write)
+    def on_sigint(signum, frame):
+        handled.set()
+        raise KeyboardInterrupt
+
+    def ctrl_c_during_a_write():
+        writing.wait()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        handled.wait()
+        release.set()
+
+    monkeypatch.setattr(_SpoolFile, "_write", held_write)
     spool = EventSpool(tmp_path)
     spool.append(captured_trace)
-    ctrl_c = threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-    ctrl_c.start()
-    with pytest.raises(KeyboardInterrupt):
-        spool.finish()
-    at_the_stop = dict(writes)
-    time.sleep(1.2)
-    # no write under way when the stop was passed on, and none after it
-    assert at_the_stop["begun"] == at_the_stop["done"] > 0 and writes == at_the_stop
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    helper = threading.Thread(target=ctrl_c_during_a_write)
+    try:
+        helper.start()
+        with pytest.raises(KeyboardInterrupt):
+            spool.finish()
+        at_the_stop = dict(writes)
+    finally:
+        release.set()
+        helper.join()
+        signal.signal(signal.SIGINT, previous)
+    assert at_the_stop["begun"] == at_the_stop["done"] == 2  # both files written, none under way
     spool.discard()
 
 

@@ -199,10 +199,12 @@ class NativeHandle:
         return self._collect(False)
 
     def _collect(self, interrupted: bool) -> NativeRun:
-        # the threads stop soon (a signal meanwhile counts as an interrupt): keep their data
+        # the threads stop soon (a Ctrl-C meanwhile counts as an interrupt): keep their data
         for ended in [self._finished] + ([self._drained] if self._drainer is not None else []):
-            if interrupts.wait_through(ended) is not None:
-                interrupted = True
+            stop = interrupts.wait_through(ended)
+            if stop is not None and not isinstance(stop, KeyboardInterrupt):
+                raise stop  # (another handler's exception: a library caller's own)
+            interrupted = interrupted or stop is not None
         for failure in ("error", "drain error"):
             if failure in self._outcome:
                 raise self._outcome[failure]  # type: ignore[misc]

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .. import interrupts
 from .events import TraceEvents
 
 AHEAD = 4  # CPUs decoded but not yet fed, at most (one more per other worker, which may
@@ -129,13 +130,11 @@ class Feeder:
         if not finished:
             self._abandon.set()
         if self._thread.ident is not None:  # started
-            # (an Event, not join(): Python 3.11 takes a thread whose join() a
-            # signal interrupted for ended, and a second join() returns at once)
             try:
-                self._ended.wait()
+                self._ended.wait()  # (an Event, not join(): see interrupts.wait_through)
             except BaseException:  # a stop while waiting: no feeding after the caller gives up
                 self._abandon.set()
-                self._ended.wait()  # (at most the batch being fed)
+                interrupts.wait_through(self._ended)  # (at most the batch being fed)
                 raise
         if finished and self.failure is not None:
             raise self.failure
