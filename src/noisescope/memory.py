@@ -24,8 +24,26 @@ def release_free_memory() -> None:
 
 # glibc's mallopt parameters
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-KEPT_ALLOCATION_BYTES = 64 << 20  # arrays up to this size come from the heap, not mmap
+MAPPED_ALLOCATION_BYTES = 256 << 10  # larger allocations are mapped and unmapped (see below)
+KEPT_ALLOCATION_BYTES = 64 << 20  # in workers, arrays up to this size come from the heap
 KEPT_FREE_BYTES = 256 << 20  # freed memory at the heap's top kept for reuse (until trimmed)
+
+
+def hand_back_large_allocations() -> None:
+    """Map every allocation above MAPPED_ALLOCATION_BYTES on its own (glibc),
+    so that freeing it gives it back at once. By default glibc raises that
+    threshold to the largest block freed so far (up to 32 MB), and from then
+    on such blocks (numpy arrays, and Arrow's buffers: the CLI gives pyarrow
+    the system allocator) come from the heap, where the holes they leave
+    between longer-lived blocks stay in the process's memory and grow with
+    the number of batches a long scan writes: a 10-minute traced scan's
+    process held 19 MB of freed heap at its peak (108 MiB), 3 MB with this
+    (92 MiB; docs/benchmarks.md). Worker processes trade this for speed
+    (`reuse_freed_memory`)."""
+    try:
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MAPPED_ALLOCATION_BYTES)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def reuse_freed_memory() -> None:

@@ -20,6 +20,7 @@ import click
 
 from .. import __version__, interrupts
 from ..errors import UsageError
+from ..memory import hand_back_large_allocations
 from ..render.text import visible
 from .common import EXIT_INTERRUPTED, EXIT_USAGE, flag, refuse_empty_values
 
@@ -75,6 +76,7 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    hand_back_large_allocations()
     with interrupts.handled():
         try:
             return _run(argv)
