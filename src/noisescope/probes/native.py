@@ -153,7 +153,6 @@ class NativeHandle:
         self._finished = threading.Event()  # the run's outcome is in _outcome
         self._drained = threading.Event()  # the drainer has ended
         self._drain = _Drain(ring, threads, self._slots, spool) if ring is not None else None
-        self._drainer: threading.Thread | None = None
 
         def body() -> None:
             try:
@@ -166,9 +165,8 @@ class NativeHandle:
 
         threading.Thread(target=body, name=f"noisescope-{probe}", daemon=True).start()
         if self._drain is not None:
-            self._drainer = threading.Thread(target=self._drain_while_running,
-                                             name=f"noisescope-{probe}-drain", daemon=True)
-            self._drainer.start()
+            threading.Thread(target=self._drain_while_running, name=f"noisescope-{probe}-drain",
+                             daemon=True).start()
 
     def _drain_while_running(self) -> None:
         try:
@@ -200,7 +198,7 @@ class NativeHandle:
 
     def _collect(self, interrupted: bool) -> NativeRun:
         # the threads stop soon (a Ctrl-C meanwhile counts as an interrupt): keep their data
-        for ended in [self._finished] + ([self._drained] if self._drainer is not None else []):
+        for ended in [self._finished] + ([self._drained] if self._drain is not None else []):
             stop = interrupts.wait_through(ended)
             if stop is not None and not isinstance(stop, KeyboardInterrupt):
                 raise stop  # (another handler's exception: a library caller's own)

@@ -278,8 +278,7 @@ class _SpoolFile:
         self._writer = None
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
         self._ended = threading.Event()  # set by the thread as it ends
-        self._thread = threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True).start()
 
     def put(self, table) -> None:
         """Queue a Table or an Arrow table (None: write what is gathered and end
