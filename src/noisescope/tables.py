@@ -7,6 +7,7 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 from __future__ import annotations
 
 import pickle
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import _native
+from .memory import release_free_memory
 
 # A CPU's rows gathered into one Parquet row group, at least (the writer's metadata per
 # row group stays small beside the rows)
@@ -228,7 +230,8 @@ class SpooledTable(StoredTable):
                     arrow = batch.to_arrow()
                     if writer is None:  # the first batch's types (strings need rows to be typed)
                         writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd",
-                                                  use_dictionary=dictionary_columns(arrow.schema))
+                                                  use_dictionary=dictionary_columns(arrow.schema),
+                                                  write_statistics=["cpu"])
                     writer.write_table(arrow)
                 if writer is None:
                     pq.write_table(empty.to_arrow(), partial)
@@ -253,7 +256,7 @@ class SpooledTable(StoredTable):
         """The rows of `cpu` (None: of every CPU, CPU after CPU), in order."""
         for source_cpu, _, batches in self.sources:
             if cpu is None or source_cpu == cpu:
-                yield from batches()
+                yield from _handing_back(batches())
 
     def load(self) -> Table:
         if self.path.exists():
@@ -268,7 +271,7 @@ class SpooledTable(StoredTable):
         28 MB in each of two files, and more at the close."""
         for _, _, batches in self.sources:
             gathered: list[Table] = []
-            for batch in batches():
+            for batch in _handing_back(batches()):
                 if batch.rows:
                     gathered.append(batch)
                 if sum(t.rows for t in gathered) >= ROW_GROUP_ROWS:
@@ -276,6 +279,21 @@ class SpooledTable(StoredTable):
                     gathered = []
             if gathered:
                 yield Table.concat(gathered)
+
+
+def _handing_back(batches: Iterator[Table]) -> Iterator[Table]:
+    """`batches`, the freed heap handed back to the system after every
+    ROW_GROUP_ROWS rows or so. Reading thousands of batches leaves holes in
+    glibc's heap among longer-lived blocks (a Parquet writer's metadata, the
+    reader's own), which it fills and leaves again without giving their pages
+    back: a 2-CPU hour's write grew by 16 MB, 7 with this (docs/benchmarks.md)."""
+    rows = 0
+    for batch in batches:
+        yield batch
+        rows += batch.rows
+        if rows >= ROW_GROUP_ROWS:
+            release_free_memory()
+            rows = 0
 
 
 def parquet_by_cpu(path: Path, columns: Iterable[str]) -> SpooledTable:
@@ -363,19 +381,12 @@ class ParkedTable:
     @classmethod
     def park(cls, table: Table, path: Path) -> ParkedTable:
         path.parent.mkdir(parents=True, exist_ok=True)
-        columns = []
-        for name in table.columns:
-            values, distinct = table[name], None
-            if values.dtype == object:
-                values, distinct = dictionary_codes(values)  # tuples stay values, not rows
-            columns.append((name, values, distinct))
         with open(path, "xb") as out:
-            pickle.dump(columns, out, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(_parked_columns(table), out, protocol=pickle.HIGHEST_PROTOCOL)
         return cls(path, table.rows, table.columns)
 
     def load(self) -> Table:
-        return Table({name: objects(distinct)[values] if distinct is not None else values
-                      for name, values, distinct in self._columns()})
+        return _unparked(self._columns())
 
     def to_arrow(self):
         """As Table.to_arrow() gives it, straight from the stored codes."""
@@ -387,11 +398,76 @@ class ParkedTable:
     def _columns(self) -> list[tuple[str, np.ndarray, list | None]]:
         """Each column: its name, values (codes for objects), distinct objects or None."""
         with open(self.path, "rb") as stored:
-            columns = pickle.load(stored)
-        if [name for name, _, _ in columns] != self.columns or any(
-                len(values) != self.rows for _, values, _ in columns):
-            raise ValueError(f"{self.path} does not hold the parked table")
-        return columns
+            return _checked(pickle.load(stored), self.columns, self.rows, self.path)
+
+
+ParkedColumns = list[tuple[str, np.ndarray, list | None]]  # name, values (codes for objects),
+# distinct objects or None
+
+
+def _parked_columns(table: Table) -> ParkedColumns:
+    columns = []
+    for name in table.columns:
+        values, distinct = table[name], None
+        if values.dtype == object:
+            values, distinct = dictionary_codes(values)  # tuples stay values, not rows
+        columns.append((name, values, distinct))
+    return columns
+
+
+def _unparked(columns: ParkedColumns) -> Table:
+    return Table({name: objects(distinct)[values] if distinct is not None else values
+                  for name, values, distinct in columns})
+
+
+def _checked(columns: ParkedColumns, names: list[str], rows: int, path: Path) -> ParkedColumns:
+    if [name for name, _, _ in columns] != names or any(len(values) != rows
+                                                        for _, values, _ in columns):
+        raise ValueError(f"{path} does not hold the parked table")
+    return columns
+
+
+class ParkedParts:
+    """Tables of the same columns parked one after the other in one file, as
+    ParkedTable parks one (a CPU's detours, explained a part at a time): one
+    file and two arrays however many parts. A ParkedTable per part was an
+    object, a path and a file each, and an hour's parts were thousands:
+    megabytes that grew with the scan's length (docs/benchmarks.md).
+    Picklable (a worker process parks a CPU's parts)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.columns: list[str] | None = None
+        self._ends = array("q")  # each part's end in the file
+        self._rows = array("q")
+
+    def append(self, table: Table) -> None:
+        if self.columns is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.columns = table.columns
+        with open(self.path, "xb" if not self._ends else "ab") as out:
+            pickle.dump(_parked_columns(table), out, protocol=pickle.HIGHEST_PROTOCOL)
+            self._ends.append(out.tell())
+        self._rows.append(table.rows)
+
+    @property
+    def rows(self) -> int:
+        return sum(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def tables(self) -> Iterator[Table]:
+        """The parts in the order they were parked (a file cut short fails)."""
+        if not self._ends:
+            return
+        assert self.columns is not None
+        with open(self.path, "rb") as stored:
+            for end, rows in zip(self._ends, self._rows, strict=True):
+                columns = _checked(pickle.load(stored), self.columns, rows, self.path)
+                if stored.tell() != end:
+                    raise ValueError(f"{self.path} does not hold the parked table")
+                yield _unparked(columns)
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -227,6 +227,37 @@ def test_a_parked_table_comes_back_with_its_strings_shared():
         assert parked.to_arrow().equals(table.to_arrow())
 
 
+def test_parked_parts_come_back_in_order_from_one_file_and_a_cut_file_fails(tmp_path):
+    """A CPU's parts in one file, however many: each comes back as parked (its
+    strings shared), in order; a picklable handle (a worker hands it back);
+    a file cut short fails instead of giving fewer rows."""
+    import pickle
+
+    import pytest
+
+    from noisescope.tables import ParkedParts
+
+    table = results_of_a_scan()["detours"]
+    parts = [table.filter(slice(0, 2)), table.filter(slice(2, 3)), table.filter(slice(0, 3))]
+    parked = ParkedParts(tmp_path / "cpu0" / "detours")
+    for part in parts:
+        parked.append(part)
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["detours"]
+    again = pickle.loads(pickle.dumps(parked))
+    assert len(again) == 3 and again.rows == 6
+    back = list(again.tables())
+    for got, want in zip(back, parts, strict=True):
+        assert got.columns == want.columns
+        for name in want.columns:
+            assert got[name].dtype == want[name].dtype and got[name].tolist() == want[name].tolist()
+    assert back[2]["cause"][0] is back[2]["cause"][2]
+    cut = (tmp_path / "cpu0" / "detours").read_bytes()
+    (tmp_path / "cpu0" / "detours").write_bytes(cut[:-10])
+    with pytest.raises((ValueError, EOFError, pickle.UnpicklingError)):
+        list(again.tables())
+    assert list(ParkedParts(tmp_path / "none").tables()) == []
+
+
 def no_space_under(directory):
     """A _write_table that fails like a full disk for files under `directory`."""
     import noisescope.bundle as bundle_module

@@ -53,3 +53,35 @@ def test_a_large_array_freed_early_does_not_send_later_ones_to_the_heap():
     # without the policy the threshold follows the freed 8 MB: the 1 MB block is in the heap
     assert mapped_blocks_for_one_array(policy=False) == 0
     assert mapped_blocks_for_one_array(policy=True) == 1
+
+
+def test_reading_a_spooled_table_hands_the_freed_heap_back_every_row_group(monkeypatch):
+    """Reading (or writing) a spooled table batch by batch gives glibc's freed
+    heap back every ROW_GROUP_ROWS rows: about once per row group, never per
+    batch (a trim costs milliseconds), and not for a table shorter than one."""
+    import numpy as np
+
+    from noisescope import tables
+    from noisescope.tables import ROW_GROUP_ROWS, SpooledTable, Table
+
+    handed_back = []
+    monkeypatch.setattr(tables, "release_free_memory", lambda: handed_back.append(True))
+    batch_rows = ROW_GROUP_ROWS // 8
+
+    def spooled(batches: int) -> SpooledTable:
+        def source():
+            for k in range(batches):
+                yield Table({"cpu": np.zeros(batch_rows, np.int32),
+                             "start_ns": np.arange(batch_rows, dtype=np.int64) + k * batch_rows})
+        empty = Table({"cpu": np.zeros(0, np.int32), "start_ns": np.zeros(0, np.int64)})
+        return SpooledTable.of(Path("unused.parquet"), empty, [(0, batches * batch_rows, source)])
+
+    assert sum(batch.rows for batch in spooled(8 * 3).batches(0)) == 3 * ROW_GROUP_ROWS
+    assert len(handed_back) == 3
+    handed_back.clear()
+    groups = list(spooled(8 * 3 + 4)._row_groups())
+    assert [g.rows for g in groups] == [ROW_GROUP_ROWS] * 3 + [ROW_GROUP_ROWS // 2]
+    assert len(handed_back) == 3
+    handed_back.clear()
+    assert sum(batch.rows for batch in spooled(7).batches()) == 7 * batch_rows
+    assert not handed_back

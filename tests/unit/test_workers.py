@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from noisescope.tables import ParkedTable, SpooledTable, Table
+from noisescope.tables import ParkedParts, SpooledTable, Table
 from noisescope.trace import scanning
 from noisescope.trace.attribute import attribute
 from noisescope.trace.events import Symbols
@@ -135,16 +136,16 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
     monkeypatch.setattr(scanning, "ATTRIBUTED_ROWS", 80)
     monkeypatch.setattr(attribute_module, "CHUNK_NS", 10_000_000)
     if killed:
-        park, parent = ParkedTable.park, os.getpid()
+        append, parent = ParkedParts.append, os.getpid()
 
-        def dying_park(table, path):
-            parked = park(table, path)
-            if os.getpid() != parent and (path.parent.name, path.name) == ("cpu2", "causes-1"):
+        def dying_append(parts, table):
+            append(parts, table)
+            if (os.getpid() != parent and (parts.path.parent.name, parts.path.name, len(parts))
+                    == ("cpu2", "causes", 2)):
                 (tmp_path / f"killed-{os.getpid()}").touch()
                 os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
-            return parked
 
-        monkeypatch.setattr(ParkedTable, "park", dying_park)
+        monkeypatch.setattr(ParkedParts, "append", dying_append)
     session, recording = _four_cpu_recording(tmp_path)
     capture = session.decode(recording)
     trace = session.recorded_events([capture])
@@ -155,7 +156,7 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
             spooled, trace, capture.coverage, None, tmp_path / f"attributed-{workers}", workers)
         results.append((annotated.load(), causes.load()))
     assert len(list(tmp_path.glob("killed-*"))) == (1 if killed else 0)  # with 3 workers
-    assert len(list((tmp_path / "attributed-1" / "cpu2").glob("causes-*"))) >= 3  # parts
+    assert _parts_in(tmp_path / "attributed-1" / "cpu2" / "causes") >= 3
     at_once = attribute(Table.concat(list(detours.values())), trace, capture.coverage)
     expected = (at_once.annotate(Table.concat(list(detours.values()))), at_once.causes)
     assert expected[1].rows > 2 * expected[0].rows  # detours of several causes
@@ -165,6 +166,16 @@ def test_cpus_explained_side_by_side_are_explained_as_all_at_once(tmp_path, monk
             assert got.columns == want.columns
             for name in want.columns:
                 assert np.array_equal(got[name], want[name]), name
+
+
+def _parts_in(path) -> int:
+    """How many tables ParkedParts parked in a file."""
+    count = 0
+    with open(path, "rb") as parked:
+        while parked.peek(1):
+            pickle.load(parked)
+            count += 1
+    return count
 
 
 def test_a_chunk_of_more_detours_than_a_part_holds_is_explained_alone(tmp_path, monkeypatch):
@@ -178,13 +189,13 @@ def test_a_chunk_of_more_detours_than_a_part_holds_is_explained_alone(tmp_path, 
     spooled, detours = _quarters_of_the_captured_detours(tmp_path, tuple(recording.pages))
     mine, _ = scanning._attribute_cpu(1, spooled, session.recorded_events([capture]),
                                       capture.coverage, None, tmp_path / "parts")
-    rows = [part.rows for part in mine]
+    rows = [part.rows for part in mine.tables()]
     starts = detours[1]["start_ns"]
     biggest_chunk = np.bincount((starts - starts[0]) // 10_000_000).max()
     assert sum(rows) == detours[1].rows and len(rows) >= 3
     assert scanning.ATTRIBUTED_ROWS < max(rows) <= biggest_chunk < detours[1].rows / 2
     at_once = attribute(detours[1], session.recorded_events([capture]), capture.coverage)
-    in_parts = Table.concat([part.load() for part in mine])
+    in_parts = Table.concat(list(mine.tables()))
     for name in at_once.annotate(detours[1]).columns:  # what one call on them all gives
         assert np.array_equal(in_parts[name], at_once.annotate(detours[1])[name]), name
 

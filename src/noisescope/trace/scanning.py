@@ -33,7 +33,7 @@ from ..diagnostics import Code, Diagnostic
 from ..leftovers import TEMPORARY_TRACE_PREFIX, make_workdir, mark_workdir
 from ..memory import release_free_memory
 from ..tables import (
-    ParkedTable,
+    ParkedParts,
     SpooledTable,
     StoredTable,
     Table,
@@ -501,7 +501,7 @@ def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Ta
     """`attribute` the spooled detours about ATTRIBUTED_ROWS at a time, cut
     where attribute's own chunks end and with its labels kept from call to
     call: the same result as all at once. The detours with their causes and
-    the causes are parked batch by batch in `directory` (numpy files: no
+    the causes are parked batch by batch in `directory` (`ParkedParts`: no
     pyarrow yet); returns both as spooled tables. The CPUs are independent:
     `workers` processes explain them side by side (`workers.run_parts`)."""
     cpus = sorted(cpu for cpu, _, _ in detours.sources)
@@ -511,7 +511,7 @@ def attribute_in_batches(detours: SpooledTable, trace: EventSource, coverage: Ta
                                directory)
 
 
-Explained = tuple[list[ParkedTable], list[ParkedTable]]  # a CPU's parked detours and causes
+Explained = tuple[ParkedParts, ParkedParts]  # a CPU's parked detours and causes
 
 
 def spooled_attribution(detours: SpooledTable, trace: EventSource, coverage: Table,
@@ -523,12 +523,8 @@ def spooled_attribution(detours: SpooledTable, trace: EventSource, coverage: Tab
     cpus = sorted(cpu for cpu, _, _ in detours.sources) if cpus is None else cpus
     rows = {cpu: rows for cpu, rows, _ in detours.sources}
 
-    def parked(parts: list[ParkedTable]) -> Callable[[], Iterator[Table]]:
-        return lambda: (part.load() for part in parts)
-
-    annotated = [(cpu, rows[cpu], parked(explained[cpu][0])) for cpu in cpus]
-    causes = [(cpu, sum(part.rows for part in explained[cpu][1]), parked(explained[cpu][1]))
-              for cpu in cpus]
+    annotated = [(cpu, rows[cpu], explained[cpu][0].tables) for cpu in cpus]
+    causes = [(cpu, explained[cpu][1].rows, explained[cpu][1].tables) for cpu in cpus]
     assert detours.empty is not None
     none = attribute(detours.empty, trace, coverage)  # the columns' types
     return (SpooledTable.of(directory / "detours.parquet", none.annotate(detours.empty), annotated),
@@ -549,7 +545,7 @@ class _ExplainAlong:
     directory: Path  # where each CPU's parts are parked
     coverage: Table | None = None  # of the recording being read
     # per CPU, once the recording is decoded: its parts and its summary row
-    explained: dict[int, tuple[list[ParkedTable], list[ParkedTable], dict]] | None = None
+    explained: dict[int, tuple[ParkedParts, ParkedParts, dict]] | None = None
     stopped: bool = False  # by a stop signal: the detours are left unexplained
 
     def reads(self, probe: str, recording: Recording) -> bool:
@@ -567,7 +563,7 @@ class _ExplainAlong:
         return True
 
     def __call__(self, cpu: int, batches: Iterator[TraceEvents],
-                 again: Callable[[], EventSource]) -> tuple[list[ParkedTable], list[ParkedTable], dict]:
+                 again: Callable[[], EventSource]) -> tuple[ParkedParts, ParkedParts, dict]:
         """The CPU's parked detours and causes, and its row of summaries["attribution"]
         (its worst detours' events read again from the pages)."""
         assert self.coverage is not None
@@ -591,22 +587,20 @@ class _ExplainAlong:
 
 
 def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage: Table,
-                   injected: Table | None, directory: Path
-                   ) -> tuple[list[ParkedTable], list[ParkedTable]]:
+                   injected: Table | None, directory: Path) -> Explained:
     """One CPU's part of attribute_in_batches: its parked detours and causes,
     in a directory of its own (emptied first: a worker killed on the way may
     have left some, and the scan does its CPUs again)."""
     labels, tasks = Labels(), {}
-    mine: tuple[list[ParkedTable], list[ParkedTable]] = ([], [])
     parked = directory / f"cpu{cpu}"
     shutil.rmtree(parked, ignore_errors=True)
+    mine = (ParkedParts(parked / "detours"), ParkedParts(parked / "causes"))
 
     def attribute_part(spans: Table) -> None:
         attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
                                 tasks=tasks)
-        k = len(mine[0])
-        mine[0].append(ParkedTable.park(attribution.annotate(spans), parked / f"detours-{k}"))
-        mine[1].append(ParkedTable.park(attribution.causes, parked / f"causes-{k}"))
+        mine[0].append(attribution.annotate(spans))
+        mine[1].append(attribution.causes)
 
     windows = coverage.where(cpu=cpu)
     origin = None  # the CPU's first traced detour: where attribute counts chunks from

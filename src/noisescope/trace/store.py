@@ -137,11 +137,12 @@ class _RowGroups:
         return values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PageBatch:
     """Pages of one CPU in a recording's buffer copy that are decoded
     together (always the same ones, so their events come out in the same
-    order), and the time range of their events."""
+    order), and the time range of their events. (Slots: a CPU-hour has
+    thousands, kept until the bundle is written.)"""
 
     cpu: int
     path: Path
