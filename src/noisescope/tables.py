@@ -6,6 +6,8 @@ to analysis and notebooks; `to_pandas()` and `to_arrow()` for other tools.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pickle
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -230,8 +232,7 @@ class SpooledTable(StoredTable):
                     arrow = batch.to_arrow()
                     if writer is None:  # the first batch's types (strings need rows to be typed)
                         writer = pq.ParquetWriter(partial, arrow.schema, compression="zstd",
-                                                  use_dictionary=dictionary_columns(arrow.schema),
-                                                  write_statistics=["cpu"])
+                                                  use_dictionary=dictionary_columns(arrow.schema))
                     writer.write_table(arrow)
                 if writer is None:
                     pq.write_table(empty.to_arrow(), partial)
@@ -282,11 +283,13 @@ class SpooledTable(StoredTable):
 
 
 def _handing_back(batches: Iterator[Table]) -> Iterator[Table]:
-    """`batches`, the freed heap handed back to the system after every
-    ROW_GROUP_ROWS rows or so. Reading thousands of batches leaves holes in
-    glibc's heap among longer-lived blocks (a Parquet writer's metadata, the
-    reader's own), which it fills and leaves again without giving their pages
-    back: a 2-CPU hour's write grew by 16 MB, 7 with this (docs/benchmarks.md)."""
+    """`batches`, the freed heap handed back after every ROW_GROUP_ROWS rows
+    or so. Thousands of batches, freed among longer-lived blocks (a Parquet
+    writer's metadata, the reader's own), leave holes in glibc's heap that
+    it fills and leaves again without giving their pages back
+    (docs/benchmarks.md, "Objects per part and holes in the heap"); in a
+    worker, which keeps freed memory for speed, this is about once a
+    CPU-minute of detours."""
     rows = 0
     for batch in batches:
         yield batch
@@ -369,10 +372,10 @@ class ParkedTable:
     """A table moved out of memory into one file (needs no pyarrow): a pickle
     of each column's values and, for an object column, its distinct objects
     (stored as their codes: load() shares the objects again between rows).
-    One file, not one per column: a long scan parks thousands of tables, and
-    creating a file costs more than writing a column; a pickle, not .npy
-    arrays, whose headers cost more to read than a small column (each is
-    parsed as Python source). A file cut short fails to load."""
+    One file, not one per column: creating a file costs more than writing a
+    column; a pickle, not .npy arrays, whose headers cost more to read than a
+    small column (each is parsed as Python source). A file cut short fails
+    to load. (Many tables of the same columns: ParkedParts.)"""
 
     path: Path
     rows: int
@@ -431,8 +434,8 @@ class ParkedParts:
     """Tables of the same columns parked one after the other in one file, as
     ParkedTable parks one (a CPU's detours, explained a part at a time): one
     file and two arrays however many parts. A ParkedTable per part was an
-    object, a path and a file each, and an hour's parts were thousands:
-    megabytes that grew with the scan's length (docs/benchmarks.md).
+    object, a path and a file each, and a 2-CPU hour's parts were 2,880 of
+    each (docs/benchmarks.md, "Objects per part and holes in the heap").
     Picklable (a worker process parks a CPU's parts)."""
 
     def __init__(self, path: Path):
@@ -442,12 +445,23 @@ class ParkedParts:
         self._rows = array("q")
 
     def append(self, table: Table) -> None:
-        if self.columns is None:
+        """Park one more part (of the first part's columns); a part that fails
+        to be written (a full disk, a stop) is cut off again."""
+        if self.columns is not None and table.columns != self.columns:
+            raise ValueError(f"{self.path} parks {self.columns}, not {table.columns}")
+        start = self._ends[-1] if self._ends else 0
+        if not self._ends:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.columns = table.columns
-        with open(self.path, "xb" if not self._ends else "ab") as out:
-            pickle.dump(_parked_columns(table), out, protocol=pickle.HIGHEST_PROTOCOL)
-            self._ends.append(out.tell())
+        try:
+            with open(self.path, "ab" if self._ends else "wb") as out:
+                pickle.dump(_parked_columns(table), out, protocol=pickle.HIGHEST_PROTOCOL)
+                end = out.tell()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.truncate(self.path, start)
+            raise
+        self.columns = table.columns
+        self._ends.append(end)
         self._rows.append(table.rows)
 
     @property

@@ -258,6 +258,38 @@ def test_parked_parts_come_back_in_order_from_one_file_and_a_cut_file_fails(tmp_
     assert list(ParkedParts(tmp_path / "none").tables()) == []
 
 
+def test_a_part_that_fails_to_be_parked_is_cut_off_again(tmp_path):
+    """A part whose writing fails half-way (here: a value that cannot be
+    pickled, after 800 KB of numbers were written) leaves the parts before it
+    whole and the next one appended after them; a first part that fails
+    leaves nothing."""
+    import numpy as np
+    import pytest
+
+    from noisescope.tables import ParkedParts, Table
+
+    def part(first: int, value: object = "tick") -> Table:
+        column = np.empty(100_000, dtype=object)
+        column[:] = value
+        return Table({"start_ns": np.arange(first, first + 100_000, dtype=np.int64),
+                      "cause": column})
+
+    parked = ParkedParts(tmp_path / "causes")
+    with pytest.raises(Exception):  # noqa: B017 - whatever pickle raises for a lambda
+        parked.append(part(0, lambda: None))
+    assert (tmp_path / "causes").stat().st_size == 0 and len(parked) == 0
+    parked.append(part(0))
+    size = (tmp_path / "causes").stat().st_size
+    with pytest.raises(Exception):  # noqa: B017
+        parked.append(part(1, lambda: None))
+    assert (tmp_path / "causes").stat().st_size == size and len(parked) == 1
+    parked.append(part(2))
+    back = list(parked.tables())
+    assert [int(t["start_ns"][0]) for t in back] == [0, 2] and parked.rows == 200_000
+    with pytest.raises(ValueError, match="parks"):
+        parked.append(Table({"start_ns": np.zeros(1, np.int64)}))
+
+
 def no_space_under(directory):
     """A _write_table that fails like a full disk for files under `directory`."""
     import noisescope.bundle as bundle_module
