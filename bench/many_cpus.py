@@ -16,8 +16,9 @@ no comb of lines at the copies' period); the detours are that run's own, a
 random choice of DETOURS_PER_S from each copy, so that attribution finds the
 events it found there.
 
-Then, in a child process per N (its peak RSS is its own), the scan's own
-post-processing runs as `scan._measure` calls it for a scan with a bundle
+Then, in a child process per N (its peak RSS is its own, its allocators set
+as the CLI sets them), the scan's own post-processing runs as `scan._measure`
+calls it for a scan with a bundle
 (the detours spooled to files, read back a batch at a time):
 `scan.build_bundle` (the trace decoded once to count it and write its events
 to Parquet, explaining the detours as it reads their recording's pages, in
@@ -50,11 +51,12 @@ from pathlib import Path
 
 import numpy as np
 
+import noisescope.cli.main  # noqa: F401 - pyarrow's allocator as the CLI sets it (read at import)
 from noisescope import interrupts
 from noisescope.analysis.spectrum import bundle_spectra, store_spectra
 from noisescope.clock import MeasurementClock
 from noisescope.host import live_host_facts
-from noisescope.memory import release_free_memory
+from noisescope.memory import hand_back_large_allocations, release_free_memory
 from noisescope.probes.base import ProbeResult
 from noisescope.probes.detour import BUCKET_LOWER_TICKS, HOURGLASS_NS, _histogram_table
 from noisescope.probes.schedule import plan_windows
@@ -360,6 +362,7 @@ def main() -> None:
     parser.add_argument("--post-process", type=Path, help=argparse.SUPPRESS)  # the child
     args = parser.parse_args()
     if args.post_process:
+        hand_back_large_allocations()  # the scan's process's allocation policy (cli/main.py)
         print(json.dumps(post_process(int(args.cpus), args.seconds, args.post_process,
                                       args.workers)))
         return
