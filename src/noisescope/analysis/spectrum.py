@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
@@ -143,7 +143,11 @@ def lost_time_series(starts: np.ndarray, durations: np.ndarray, begin: int, end:
     # lost time before x = sum of clip(x - s, 0, d) = sum (x - s)+ - sum (x - e)+
     def before(points: np.ndarray) -> np.ndarray:
         sums = np.concatenate(([0], np.cumsum(points, dtype=np.int64)))
-        count = np.searchsorted(points, edges, side="left")
+        # how many (sorted) points lie before each edge: a point p is before edges
+        # floor(p / bin_ns) + 1 on (counted per edge, not searched per edge: a window
+        # has far more edges than detours)
+        first_edge_after = np.clip(points // bin_ns + 1, 0, bins + 1)
+        count = np.cumsum(np.bincount(first_edge_after, minlength=bins + 2))[:bins + 1]
         return count * edges - sums[count]
 
     lost = before(s) - before(e)
@@ -296,34 +300,52 @@ def _local_peaks(spec: Spectrum) -> list[_Peak]:
     return sorted(peaks, key=lambda p: p.frequency_hz)
 
 
-def _harmonic_owner(peak: _Peak, sources: list[_Source], fundamentals: np.ndarray,
-                    spec: Spectrum) -> tuple[_Source, int] | None:
-    """(source, n) if the peak is the n-th harmonic of one of `sources` (their
-    fundamentals in `fundamentals`), the first in that order: directly (below
-    the Nyquist frequency), else folded back from between the Nyquist and the
-    sampling frequency (beyond that the sampling, a boxcar average, leaves
-    harmonics too weak to matter). Every source at once: a peak is tested
-    against tens of sources, and numpy's cost is per call."""
-    if not sources:
+@dataclass
+class _SourceLines:
+    """What _harmonic_owner asks of the sources found so far, one row each
+    in the order found, kept up to date as lines join them: fundamental,
+    strongest line's power, harmonics 2..MAX_HARMONIC already taken."""
+
+    fundamentals: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    strongest: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    taken: np.ndarray = field(default_factory=lambda: np.zeros((0, MAX_HARMONIC - 1), bool))
+
+    def add(self, source: _Source, sampling_hz: float) -> None:
+        self.fundamentals = np.append(self.fundamentals, source.frequency(sampling_hz))
+        self.strongest = np.append(self.strongest, source.strongest.power)
+        self.taken = np.vstack([self.taken, np.zeros(MAX_HARMONIC - 1, bool)])
+
+    def joined(self, row: int, source: _Source, n: int, sampling_hz: float) -> None:
+        """Harmonic n joined the source of `row`."""
+        self.fundamentals[row] = source.frequency(sampling_hz)
+        self.strongest[row] = source.strongest.power
+        self.taken[row, n - 2] = True
+
+
+def _harmonic_owner(peak: _Peak, lines: _SourceLines, spec: Spectrum) -> tuple[int, int] | None:
+    """(source, n) if the peak is the n-th harmonic of one of the sources, the
+    one with the highest fundamental (the most specific; of equal ones, the
+    first found): directly (below the Nyquist frequency), else folded back
+    from between the Nyquist and the sampling frequency (beyond that the
+    sampling, a boxcar average, leaves harmonics too weak to matter). Every
+    source at once: a peak is tested against tens of sources, and numpy's
+    cost is per call."""
+    if not len(lines.fundamentals):
         return None
     df, fs = spec.resolution_hz, spec.sampling_hz
     n = np.arange(2, MAX_HARMONIC + 1)
-    f0 = fundamentals[:, None]
+    f0 = lines.fundamentals[:, None]
     tolerance = _tolerance(n, df)
-    taken = np.zeros((len(sources), len(n)), bool)  # harmonics a source already has
-    for row, source in enumerate(sources):
-        numbers = [k - 2 for k in source.lines if 2 <= k <= MAX_HARMONIC]
-        taken[row, numbers] = True
-    strongest = np.array([s.strongest.power for s in sources])
-    match = ((peak.power <= HARMONIC_EXCESS * strongest)[:, None] & (tolerance < f0 / 4)
+    match = ((peak.power <= HARMONIC_EXCESS * lines.strongest)[:, None] & (tolerance < f0 / 4)
              & (n * f0 < fs) & (np.abs(_alias(n * f0, fs) - peak.frequency_hz) <= tolerance)
-             & ~taken)
+             & ~lines.taken)
     above = n * f0 >= fs / 2
     for aliased in (False, True):
         hits = match & (above == aliased)
         rows = np.flatnonzero(hits.any(axis=1))
         if len(rows):
-            return sources[rows[0]], int(n[np.flatnonzero(hits[rows[0]])[0]])
+            row = int(rows[np.argmax(lines.fundamentals[rows])])  # (the first of equal ones)
+            return row, int(n[np.flatnonzero(hits[row])[0]])
     return None
 
 
@@ -381,21 +403,19 @@ def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[
     known = known or {}
     peaks = _local_peaks(spec)
     sources: list[_Source] = []
-    fundamentals: list[float] = []  # each source's frequency, kept up to date
+    lines = _SourceLines()
     for peak in peaks:  # lowest frequency first: fundamentals come before harmonics
         # a direct harmonic is a better explanation than an aliased one; among
         # sources, the highest fundamental (the most specific) wins; a line at a
         # known frequency (the tick, injected noise) is always a source of its own
-        order = np.argsort(-np.array(fundamentals), kind="stable")
-        owner = None if name_for(peak.frequency_hz, known) else _harmonic_owner(
-            peak, [sources[i] for i in order], np.array(fundamentals)[order], spec)
+        owner = None if name_for(peak.frequency_hz, known) else _harmonic_owner(peak, lines, spec)
         if owner is not None:
-            owner[0].lines[owner[1]] = peak
-            index = sources.index(owner[0])
-            fundamentals[index] = owner[0].frequency(spec.sampling_hz)
+            row, n = owner
+            sources[row].lines[n] = peak
+            lines.joined(row, sources[row], n, spec.sampling_hz)
         else:
             sources.append(_Source({1: peak}))
-            fundamentals.append(sources[-1].frequency(spec.sampling_hz))
+            lines.add(sources[-1], spec.sampling_hz)
     sources = _merge_missing_fundamentals(
         sources, peaks, spec, keep=lambda s: name_for(s.frequency(spec.sampling_hz), known) is not None)
     total = float(spec.power[1:].sum() * spec.resolution_hz)

@@ -178,13 +178,14 @@ class _EventActions:
 
     def __init__(self, events: Table, names: list[str], codes: np.ndarray, osnoise: set[str],
                  owner: int | None, candidates: Labels):
-        decided = [_action(name, osnoise) for name in names]
-        self.action = np.array([a for a, _, _ in decided], np.int64).reshape(-1)[codes]
-        self.kind = np.array([k for _, k, _ in decided], np.int64).reshape(-1)[codes]
-        self.value = np.array([candidates.id(*label) if label else -1 for _, _, label in decided],
-                              np.int64).reshape(-1)[codes]
-        numbered = np.isin(self.kind, (_STACK_KINDS["irq"], _STACK_KINDS["softirq"]))
-        self.key = np.where(numbered, events["number"], 0).astype(np.int64)
+        numbered_kinds = (_STACK_KINDS["irq"], _STACK_KINDS["softirq"])  # keyed by their number
+        by_name = np.array([(action, kind, candidates.id(*label) if label else -1,
+                             kind in numbered_kinds)
+                            for action, kind, label in (_action(name, osnoise) for name in names)],
+                           np.int64).reshape(-1, 4)
+        # one gather for the four, each a contiguous row of the result
+        self.action, self.kind, self.value, numbered = np.take(by_name.T, codes, axis=1)
+        self.key = np.where(numbered != 0, events["number"], 0).astype(np.int64)
         texts = events["name"]
         for name, cause in (("irq_handler_entry", "irq"), ("softirq_entry", "softirq")):
             rows = self._rows(names, codes, name)
@@ -563,13 +564,22 @@ def _woken_at(timeline: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.nd
 
 def _primary(count: int, span: np.ndarray, label: np.ndarray, ns: np.ndarray,
              labels: Labels) -> np.ndarray:
+    """Each span's explained cause with the most time (of equal times, the
+    first label in sorted order); `unexplained` where none."""
     unexplained = np.array([cause in ("unexplained", "untraced") for cause, _ in labels.pairs])
     primary = np.full(count, labels.id("unexplained"), np.int32)
     candidates = ~unexplained[label]
     span, label, ns = span[candidates], label[candidates], ns[candidates]
-    order = np.lexsort((labels.ranks()[label], -ns, span))  # per span, the longest cause first
-    span, label = span[order], label[order]
-    first = np.ones(len(span), bool)
-    first[1:] = span[1:] != span[:-1]
-    primary[span[first]] = label[first]
+    if not len(span):
+        return primary
+    if (np.diff(span) < 0).any():  # (_split gives them by span, but for injected time)
+        order = np.argsort(span, kind="stable")
+        span, label, ns = span[order], label[order], ns[order]
+    # per run of a span's rows: its longest time, then the least rank among the rows that took it
+    firsts = np.flatnonzero(np.r_[True, span[1:] != span[:-1]])
+    lengths = np.diff(np.r_[firsts, len(span)])
+    ranks = labels.ranks()
+    longest = ns == np.repeat(np.maximum.reduceat(ns, firsts), lengths)
+    rank = np.where(longest, ranks[label], len(ranks))
+    primary[span[firsts]] = np.argsort(ranks)[np.minimum.reduceat(rank, firsts)]
     return primary

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -120,12 +121,15 @@ class TraceEvents:
 
     @classmethod
     def concat(cls, parts: Iterable[TraceEvents]) -> TraceEvents:
+        """The parts joined; in order if they are and follow one another (then
+        never sorted again: a CPU's consecutive batches, as a read joins them)."""
         parts = list(parts)
         if not parts:
             return cls.empty()
         if len(parts) == 1:
             return parts[0]
-        return cls(Table.concat(p.events for p in parts), Table.concat(p.switches for p in parts))
+        return cls(Table.concat(p.events for p in parts), Table.concat(p.switches for p in parts),
+                   all(p.in_order for p in parts) and _one_after_another(parts))
 
     def sorted(self) -> TraceEvents:
         """Ordered by CPU, then time (stable: equal times keep buffer order)."""
@@ -144,6 +148,19 @@ class TraceEvents:
     def event_names(self) -> set[str]:
         names = set(dictionary_codes(self.events["event"])[1]) if self.events.rows else set()
         return names | ({SCHED_SWITCH.name} if self.switches.rows else set())
+
+
+def _one_after_another(parts: list[TraceEvents]) -> bool:
+    """Whether parts each in order (one CPU's, by time) are, one after the
+    other, one CPU's in time order: the same CPU, no table's times going back."""
+    cpus = set()
+    for name in ("events", "switches"):
+        tables = [table for table in (getattr(p, name) for p in parts) if table.rows]
+        cpus.update(int(table["cpu"][0]) for table in tables)
+        if any(int(a["timestamp_ns"][-1]) > int(b["timestamp_ns"][0])
+               for a, b in pairwise(tables)):
+            return False
+    return len(cpus) <= 1
 
 
 def _between(table: Table, cpu: int, start_ns: int, end_ns: int) -> Table:
