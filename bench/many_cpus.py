@@ -24,12 +24,12 @@ calls it for a scan with a bundle
 to Parquet, explaining the detours as it reads their recording's pages, in
 `procs` worker processes, a CPU at a time: `decode`; the rest, mostly their
 summary: `attribution`; the first pass's CPU time, the scan's process's and its
-workers', is printed for the largest N), the spectra
-(`bundle_spectra`, in worker processes too), the bundle written with its
-tables out of memory (`write`), and `noisescope report` in its own process as
-scan runs it (`report`). Printed: seconds and peak memory of each stage (RSS;
-for the stages with workers, the sum of the processes' proportional set sizes
-if larger: `TreeMemory`), the HTML's
+workers', is printed for the largest N), the spectra (`bundle_spectra`, in
+worker processes too), the bundle written with its tables out of memory
+(`write`; its samples' files in worker processes too), and `noisescope
+report` in its own process as scan runs it (`report`). Printed: seconds and
+peak memory of each stage (RSS; for the stages with workers, the sum of the
+processes' proportional set sizes if larger: `TreeMemory`), the HTML's
 size, and the cost per CPU-second (seconds / (N x --seconds)), which should
 stay flat as N grows. Goals (issue 15): the 256-CPU minute in <= 60 s and
 <= 2 GB; the report <= 10 MB.
@@ -308,9 +308,10 @@ def post_process(cpus: int, seconds: float, destination: Path, workers: int | No
     store_spectra(bundle, *bundle_spectra(bundle))
     stages["spectra"] = (time.perf_counter() - started, tree.stop_mib())
     reset_peak()
+    tree = TreeMemory()
     started = time.perf_counter()
     bundle.write(destination, release_tables=True)
-    stages["write"] = (time.perf_counter() - started, peak_mib())
+    stages["write"] = (time.perf_counter() - started, tree.stop_mib())
     tracing.discard()
     rows = bundle.manifest["tables"]
     return {"stages": stages, "first_pass_cpu": first_pass_cpu, "synthesis_s": made_s,

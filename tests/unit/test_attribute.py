@@ -147,11 +147,23 @@ def test_a_preempted_injection_is_injected_before_and_after_the_other_task():
 
 
 def test_injected_intervals_are_merged_before_they_are_measured():
-    from noisescope.trace.attribute import _Intervals
-
-    union = _Intervals(np.array([50, 0, 10, 100]), np.array([60, 20, 30, 100]))  # 0-30, 50-60
-    times = np.array([-5, 0, 15, 30, 40, 55, 1000])
-    assert union.covered(times).tolist() == [0, 0, 15, 30, 30, 35, 40]
+    # Injections at 10-30 and 20-40 us overlap (one 10-40 us stretch, not 40 us
+    # of it), 50-60 us is apart, 100 us is empty; the span 5-70 us has no
+    # guest activity but a tick at 45-47 us. Spans before, inside and after.
+    injected = Table({"cpu": np.full(4, 1, np.int32), "mode": np.array(["signal"] * 4, object),
+                      "start_ns": np.array([50_000, 10_000, 20_000, 100_000]),
+                      "duration_ns": np.array([10_000, 20_000, 20_000, 0])})
+    splits, primary, _ = explain([
+        line(45_000, "local_timer_entry", "vector=236"),
+        line(45_500, "hrtimer_expire_entry", "hrtimer=0000 function=tick_nohz_handler now=1"),
+        line(47_000, "local_timer_exit", "vector=236"),
+    ], [(5_000, 65_000), (2_000, 3_000), (25_000, 5_000), (55_000, 30_000)], injected=injected)
+    assert splits[0] == {("injected", "signal"): 40_000, ("tick", ""): 2_000, OUTSIDE: 23_000}
+    assert splits[1] == {NOTHING: 3_000}
+    assert splits[2] == {("injected", "signal"): 5_000}
+    assert splits[3] == {("injected", "signal"): 5_000, OUTSIDE: 25_000}  # (injected: guest time)
+    assert primary == [("injected", "signal"), NOTHING[:1] + ("",), ("injected", "signal"),
+                       ("injected", "signal")]
 
 
 def test_nmi_known_by_its_end_and_length():

@@ -1307,6 +1307,140 @@ done:
     return result;
 }
 
+/* Every value of `values[0..count)` in [-1, bound): an index or none. */
+static int check_optional_indices(const int64_t *values, size_t count, int64_t bound,
+                                  const char *name)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (values[i] < -1 || values[i] >= bound) {
+            PyErr_Format(PyExc_ValueError, "split: %s[%zu] = %lld is out of range", name, i,
+                         (long long)values[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The spans' segments in range and the output room for all their pieces; the
+ * injected sets' rows in order, none empty. */
+static int check_split(const struct ns_span_split *r, size_t room)
+{
+    size_t pieces = 0;
+    for (int64_t i = 0; i < r->n_spans; i++) {
+        if (r->first[i] < 0 || r->last[i] < r->first[i] || r->last[i] >= r->n_segments) {
+            PyErr_Format(PyExc_ValueError, "split: span %lld covers segments %lld..%lld of %lld",
+                         (long long)i, (long long)r->first[i], (long long)r->last[i],
+                         (long long)r->n_segments);
+            return -1;
+        }
+        pieces += (size_t)(r->last[i] - r->first[i] + 1) + (size_t)r->n_injected;
+    }
+    if (pieces > room) {
+        PyErr_Format(PyExc_ValueError, "split: room for %zu rows, needs %zu", room, pieces);
+        return -1;
+    }
+    if (r->injected_rows[0] != 0) {
+        PyErr_SetString(PyExc_ValueError, "split: injected rows must begin at 0");
+        return -1;
+    }
+    for (int64_t j = 0; j < r->n_injected; j++) {
+        if (r->injected_rows[j + 1] <= r->injected_rows[j]) {
+            PyErr_Format(PyExc_ValueError, "split: injected set %lld is empty", (long long)j);
+            return -1;
+        }
+    }
+    int64_t fallbacks[] = {r->no_guest, r->outside, r->cpu_idle, r->before_wakeup,
+                           r->unexplained};
+    return check_optional_indices(r->segment_label, (size_t)r->n_segments, r->n_labels,
+                                  "segment_label") < 0 ||
+           check_optional_indices(r->segment_task, (size_t)r->n_segments, r->n_tasks,
+                                  "segment_task") < 0 ||
+           check_indices(r->thread_label, (size_t)r->n_tasks, r->n_labels, "thread_label") < 0 ||
+           check_indices(r->injected_label, (size_t)r->n_injected, r->n_labels,
+                         "injected_label") < 0 ||
+           check_indices(fallbacks, 5, r->n_labels, "fallback label") < 0 ? -1 : 0;
+}
+
+static PyObject *native_split_spans(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *segments_obj, *spans_obj, *woken_obj, *labels_obj, *thread_obj, *sets_obj;
+    PyObject *intervals_obj, *out_obj, *primary_obj;
+    long long fallback[5];
+    if (!PyArg_ParseTuple(args, "OOOOO(LLLLL)OOOO", &segments_obj, &spans_obj, &woken_obj,
+                          &labels_obj, &thread_obj, &fallback[0], &fallback[1], &fallback[2],
+                          &fallback[3], &fallback[4], &sets_obj, &intervals_obj, &out_obj,
+                          &primary_obj))
+        return NULL;
+    static const char *const segment_names[] = {"segment_start", "segment_label",
+                                                "segment_task", "segment_pid", "segment_since",
+                                                NULL};
+    static const char *const span_names[] = {"start", "end", "first", "last", "owner", NULL};
+    static const char *const label_names[] = {"is_fault", "explains", "rank", NULL};
+    static const char *const interval_names[] = {"injected_start", "injected_length",
+                                                 "injected_before", NULL};
+    static const char *const out_names[] = {"out_span", "out_label", "out_ns", NULL};
+    Py_buffer views[32];
+    struct borrowed b = {views, 0, 32};
+    int64_t *segments[5], *spans[5], *labels[3], *intervals[3], *out[3];
+    int64_t *woken_at, *thread_label, *injected_label, *injected_rows, *primary;
+    size_t n_segments, n_spans, n_labels, n_tasks, n_injected, n_intervals, room;
+    PyObject *result = NULL;
+    if (!PyTuple_Check(sets_obj) || PyTuple_GET_SIZE(sets_obj) != 2) {
+        PyErr_SetString(PyExc_TypeError, "split: injected sets must be (labels, rows)");
+        return NULL;
+    }
+    if (borrow_tuple(segments_obj, "segments", segment_names, segments, 0, &n_segments, 0,
+                     &b) < 0 ||
+        borrow_tuple(spans_obj, "spans", span_names, spans, 0, &n_spans, 0, &b) < 0 ||
+        borrow_int64_as(woken_obj, "woken_at", 1, n_spans, 0, &b, &woken_at) < 0 ||
+        borrow_int64(primary_obj, "primary", 0, n_spans, &b, &primary) < 0 ||
+        borrow_tuple(labels_obj, "labels", label_names, labels, 0, &n_labels, 0, &b) < 0 ||
+        borrow_int64_as(thread_obj, "thread_label", 0, 0, 0, &b, &thread_label) < 0)
+        goto done;
+    n_tasks = (size_t)(b.views[b.used - 1].len / 8);
+    if (borrow_int64_as(PyTuple_GET_ITEM(sets_obj, 0), "injected_label", 0, 0, 0, &b,
+                        &injected_label) < 0)
+        goto done;
+    n_injected = (size_t)(b.views[b.used - 1].len / 8);
+    if (borrow_int64_as(PyTuple_GET_ITEM(sets_obj, 1), "injected_rows", 0, n_injected + 1, 0,
+                        &b, &injected_rows) < 0 ||
+        borrow_tuple(intervals_obj, "intervals", interval_names, intervals, 0, &n_intervals, 0,
+                     &b) < 0 ||
+        borrow_tuple(out_obj, "out", out_names, out, 0, &room, 1, &b) < 0)
+        goto done;
+    if (injected_rows[n_injected] != (int64_t)n_intervals) {
+        PyErr_SetString(PyExc_ValueError, "split: the injected sets' rows must end at the last "
+                                          "interval");
+        goto done;
+    }
+    struct ns_span_split split = {
+        .n_segments = (int64_t)n_segments, .segment_start = segments[0],
+        .segment_label = segments[1], .segment_task = segments[2], .segment_pid = segments[3],
+        .segment_since = segments[4],
+        .n_spans = (int64_t)n_spans, .start = spans[0], .end = spans[1], .first = spans[2],
+        .last = spans[3], .owner = spans[4], .woken_at = woken_at,
+        .n_labels = (int64_t)n_labels, .is_fault = labels[0], .explains = labels[1],
+        .rank = labels[2], .n_tasks = (int64_t)n_tasks, .thread_label = thread_label,
+        .no_guest = fallback[0], .outside = fallback[1], .cpu_idle = fallback[2],
+        .before_wakeup = fallback[3], .unexplained = fallback[4],
+        .n_injected = (int64_t)n_injected, .injected_label = injected_label,
+        .injected_rows = injected_rows, .injected_start = intervals[0],
+        .injected_length = intervals[1], .injected_before = intervals[2],
+        .out_span = out[0], .out_label = out[1], .out_ns = out[2], .primary = primary,
+    };
+    if (check_split(&split, room) < 0)
+        goto done;
+    int64_t rows;
+    Py_BEGIN_ALLOW_THREADS
+    rows = ns_split_spans(&split);
+    Py_END_ALLOW_THREADS
+    result = rows < 0 ? PyErr_NoMemory() : PyLong_FromLongLong(rows);
+done:
+    borrowed_release_views(&b);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"run", native_run, METH_VARARGS, run_doc},
     {"ticks", native_ticks, METH_NOARGS, "Current tick count of the measurement clock."},
@@ -1354,6 +1488,10 @@ static PyMethodDef methods[] = {
      "replay_timeline(items, events, switches, overlays, functions, tick_label, (task, pid), "
      "out) -> (segments, contexts, wakeups, sleeps): one CPU's timeline (trace/attribute.py, "
      "replay.h)."},
+    {"split_spans", native_split_spans, METH_VARARGS,
+     "split_spans(segments, spans, woken_at, labels, thread_label, fallbacks, (injected_label, "
+     "injected_rows), intervals, out, primary) -> rows: each span's time among its causes "
+     "(trace/attribute.py _split, replay.h)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -369,3 +369,126 @@ int ns_replay_timeline(struct ns_timeline_replay *r)
     free(s.stack);
     return result;
 }
+
+/* -- attribute._split -- */
+
+/* How much of injected set j lies before time t. */
+static int64_t injected_before(const struct ns_span_split *r, int64_t j, int64_t t)
+{
+    int64_t lo = r->injected_rows[j], hi = r->injected_rows[j + 1];
+    int64_t first = lo;
+    while (lo < hi) { /* the last interval starting at or before t */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (r->injected_start[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int64_t k = lo > first ? lo - 1 : first;
+    int64_t into = t - r->injected_start[k];
+    into = into < 0 ? 0 : into > r->injected_length[k] ? r->injected_length[k] : into;
+    return r->injected_before[k] + into;
+}
+
+/* A piece of a span whose cause waits for the span's end to be known. */
+struct piece {
+    int64_t label; /* -1: unexplained so far */
+    int64_t ns;
+    int fallback; /* which unexplained label if none: 0 by the span, 1 idle, 2 before wakeup */
+};
+
+int64_t ns_split_spans(const struct ns_span_split *r)
+{
+    int64_t most = 1;
+    for (int64_t i = 0; i < r->n_spans; i++)
+        if (r->last[i] - r->first[i] + 1 > most)
+            most = r->last[i] - r->first[i] + 1;
+    struct piece *pieces = malloc((size_t)most * sizeof *pieces);
+    int64_t *injected_ns = calloc((size_t)r->n_injected + 1, sizeof *injected_ns);
+    int64_t *row_of = malloc((size_t)(r->n_labels ? r->n_labels : 1) * sizeof *row_of);
+    int64_t *row_span = malloc((size_t)(r->n_labels ? r->n_labels : 1) * sizeof *row_span);
+    if (pieces == NULL || injected_ns == NULL || row_of == NULL || row_span == NULL) {
+        free(pieces), free(injected_ns), free(row_of), free(row_span);
+        return -1;
+    }
+    for (int64_t l = 0; l < r->n_labels; l++)
+        row_span[l] = -1;
+    int64_t rows = 0;
+    for (int64_t i = 0; i < r->n_spans; i++) {
+        int64_t start = r->start[i], end = r->end[i], owner = r->owner[i];
+        int64_t explained_ns = 0, n = 0;
+        for (int64_t j = 0; j < r->n_injected; j++)
+            injected_ns[j] = 0;
+        for (int64_t seg = r->first[i]; seg <= r->last[i]; seg++, n++) {
+            int64_t seg_start = r->segment_start[seg];
+            int64_t seg_end = seg + 1 < r->n_segments ? r->segment_start[seg + 1] : INT64_MAX;
+            int64_t piece_start = seg_start > start ? seg_start : start;
+            int64_t overlap = (seg_end < end ? seg_end : end) - piece_start;
+            int64_t task = r->segment_task[seg], pid = r->segment_pid[seg];
+            int64_t label = r->segment_label[seg];
+            int foreign, before = 0, idle = 0;
+            if (r->woken_at == NULL) {
+                foreign = pid != owner && task >= 0 && r->segment_since[seg] > start;
+            } else {
+                int woken = piece_start >= r->woken_at[i];
+                idle = task >= 0 && pid == 0;
+                foreign = pid != owner && task >= 0 && !idle && woken;
+                before = pid != owner && task >= 0 && !idle && !woken;
+            }
+            int handler = label >= 0 && !(r->is_fault[label] && (foreign || before));
+            int64_t resolved = handler ? label : foreign ? r->thread_label[task] : -1;
+            if (resolved < 0) { /* injected noise takes what nothing else explains */
+                int64_t piece_end = piece_start + (overlap > 0 ? overlap : 0);
+                for (int64_t j = 0; j < r->n_injected; j++) {
+                    int64_t inside = injected_before(r, j, piece_end) -
+                                     injected_before(r, j, piece_start);
+                    overlap -= inside;
+                    injected_ns[j] += inside;
+                    explained_ns += inside;
+                }
+            } else if (overlap > 0) {
+                explained_ns += overlap;
+            }
+            pieces[n] = (struct piece){resolved, overlap, idle ? 1 : before ? 2 : 0};
+        }
+        int64_t by_span = explained_ns > 0 ? r->outside : r->no_guest;
+        int64_t first_row = rows;
+        for (int64_t k = 0; k <= n; k++) {
+            int64_t label, ns;
+            if (k < n) {
+                ns = pieces[k].ns;
+                label = pieces[k].label >= 0 ? pieces[k].label
+                        : pieces[k].fallback == 1 ? r->cpu_idle
+                        : pieces[k].fallback == 2 ? r->before_wakeup : by_span;
+                if (ns <= 0)
+                    continue;
+                if (row_span[label] == i) {
+                    r->out_ns[row_of[label]] += ns;
+                    continue;
+                }
+                row_span[label] = i, row_of[label] = rows;
+                r->out_span[rows] = i, r->out_label[rows] = label, r->out_ns[rows] = ns;
+                rows++;
+            } else { /* each injected set's time, after the pieces' causes */
+                for (int64_t j = 0; j < r->n_injected; j++) {
+                    if (injected_ns[j] <= 0)
+                        continue;
+                    r->out_span[rows] = i, r->out_label[rows] = r->injected_label[j];
+                    r->out_ns[rows] = injected_ns[j];
+                    rows++;
+                }
+            }
+        }
+        int64_t best = -1; /* the row of the primary cause */
+        for (int64_t k = first_row; k < rows; k++) {
+            int64_t label = r->out_label[k];
+            if (r->explains[label] &&
+                (best < 0 || r->out_ns[k] > r->out_ns[best] ||
+                 (r->out_ns[k] == r->out_ns[best] && r->rank[label] < r->rank[r->out_label[best]])))
+                best = k;
+        }
+        r->primary[i] = best < 0 ? r->unexplained : r->out_label[best];
+    }
+    free(pieces), free(injected_ns), free(row_of), free(row_span);
+    return rows;
+}

@@ -87,4 +87,43 @@ struct ns_timeline_replay {
 /* 0, or -1 when out of memory. */
 int ns_replay_timeline(struct ns_timeline_replay *r);
 
+/* -- attribute._split: each span's time among its causes -- */
+
+/* One CPU's timeline (from replay_timeline: segment 0 begins at INT64_MIN,
+ * labels resolved, -1 for none) and spans in order of their start, each
+ * overlapping segments first[i]..last[i]. A piece is a span's part of one
+ * segment; its cause is the innermost handler (a page fault only when the
+ * span's owner faulted), else another task's thread when that task holds the
+ * CPU (`foreign`), else noise injected meanwhile, else unexplained.
+ * Spans of the running task (woken_at NULL): the owner is owner[i], and a
+ * task is foreign when it was switched in during the span. A sleeper's spans
+ * (woken_at[i]: when span i's owner became runnable): every task but the
+ * owner and the idle task is foreign once the owner was woken; before that
+ * its time is `before_wakeup`, the idle task's `cpu_idle`. */
+struct ns_span_split {
+    int64_t n_segments;
+    const int64_t *segment_start, *segment_label, *segment_task, *segment_pid, *segment_since;
+    int64_t n_spans;
+    const int64_t *start, *end, *first, *last, *owner, *woken_at; /* woken_at may be NULL */
+    int64_t n_labels;
+    const int64_t *is_fault, *explains, *rank; /* per label: 0/1, 0/1, its place in order */
+    int64_t n_tasks;
+    const int64_t *thread_label; /* per task: the label of its thread's time */
+    int64_t no_guest, outside, cpu_idle, before_wakeup, unexplained; /* fallback labels */
+    /* injected noise: n_injected sets of merged intervals, set j the rows
+     * injected_rows[j]..injected_rows[j + 1] of injected_start/_length/_before
+     * (the length of the set's intervals before each), labelled injected_label[j] */
+    int64_t n_injected;
+    const int64_t *injected_label, *injected_rows, *injected_start, *injected_length,
+        *injected_before;
+    /* out: one row (span, label, ns) per cause with time in a span, a span's
+     * in the order its causes first come (room for every piece and every
+     * injected set of every span); primary[i], span i's explained cause with
+     * the most time (of equal times the least rank), else `unexplained` */
+    int64_t *out_span, *out_label, *out_ns, *primary;
+};
+
+/* The rows written (-1: out of memory). */
+int64_t ns_split_spans(const struct ns_span_split *r);
+
 #endif

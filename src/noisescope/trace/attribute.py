@@ -406,10 +406,9 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
             event_counts[chunk_index] = (
                 np.searchsorted(timeline.event_times, chunk_ends, side="right")
                 - np.searchsorted(timeline.event_times, chunk_starts, side="left"))
-            span_rows, label_rows, ns_rows = _split(timeline, chunk_starts, chunk_ends, labels, tasks,
-                                                    owner, injected_here)
+            span_rows, label_rows, ns_rows, primary[chunk_index] = _split(
+                timeline, chunk_starts, chunk_ends, labels, tasks, owner, injected_here)
             rows.append((chunk_index[span_rows], label_rows, ns_rows))
-            primary[chunk_index] = _primary(len(chunk_index), span_rows, label_rows, ns_rows, labels)
     span_index = np.concatenate([r[0] for r in rows]) if rows else np.zeros(0, np.int64)
     label_index = np.concatenate([r[1] for r in rows]) if rows else np.zeros(0, np.int32)
     ns = np.concatenate([r[2] for r in rows]) if rows else np.zeros(0, np.int64)
@@ -426,8 +425,9 @@ def attribute(spans: Table, trace: EventSource, coverage: Table,
 
 
 class _Intervals:
-    """The union of some (non-empty set of) time intervals, and how much of it
-    lies before any given time."""
+    """The union of some (non-empty set of) time intervals: its intervals'
+    starts and lengths, and how much of it lies before each (the native
+    split measures what of it falls in a piece of a span)."""
 
     def __init__(self, starts: np.ndarray, ends: np.ndarray):
         order = np.argsort(starts, kind="stable")
@@ -436,12 +436,7 @@ class _Intervals:
         first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1]])  # of each merged interval
         self.starts = starts[first]
         self.lengths = np.maximum.reduceat(ends, first) - self.starts
-        self.before = np.concatenate(([0], np.cumsum(self.lengths)))  # total before interval i
-
-    def covered(self, times: np.ndarray) -> np.ndarray:
-        """Length of the union before each time."""
-        k = np.maximum(np.searchsorted(self.starts, times, side="right") - 1, 0)
-        return self.before[k] + np.clip(times - self.starts[k], 0, self.lengths[k])
+        self.before = np.cumsum(self.lengths) - self.lengths
 
 
 def _injected_on(injected: Table | None, cpu: int, labels: Labels) -> list[tuple[int, _Intervals]]:
@@ -477,76 +472,53 @@ def _chunks(starts: np.ndarray) -> list[slice]:
 def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Labels,
            tasks: dict[tuple[int, str], int], owner: int | None = None,
            injected: list[tuple[int, _Intervals]] = ()
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(span, label, ns) for every cause with time in each span. `injected`:
-    the time noisescope injected on this CPU, by label; it takes what no
-    kernel handler and no other task explains."""
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(span, label, ns) for every cause with time in each span, and each
+    span's primary cause: its explained cause with the most time (of equal
+    times, the first label in sorted order), `unexplained` where none.
+    `injected`: the time noisescope injected on this CPU, by label; it takes
+    what no kernel handler and no other task explains. The rules are the
+    module's; the pieces are cut and counted in the native core (replay.h
+    ns_split_spans)."""
     seg_starts = timeline.starts
     first = np.searchsorted(seg_starts, starts, side="right") - 1
     last = np.maximum(np.searchsorted(seg_starts, ends, side="left") - 1, first)
-    counts = last - first + 1
-    span = np.repeat(np.arange(len(starts)), counts)
-    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    seg = first[span] + within
-    seg_ends = np.append(seg_starts[1:], np.iinfo(np.int64).max)
-    overlap = np.minimum(seg_ends[seg], ends[span]) - np.maximum(seg_starts[seg], starts[span])
-
-    thread_label = np.full(len(tasks) + 1, -1, np.int32)  # index -1: unknown task
+    thread_label = np.zeros(len(tasks), np.int64)
     for (_, comm), task in tasks.items():
         thread_label[task] = labels.id("thread", comm)
-    is_fault = np.array([cause == "fault" for cause, _ in labels.pairs] + [False])
-    task = timeline.task[seg]
-    label = timeline.label[seg]
-    pid = timeline.pid[seg]
-    idle = before = np.zeros(len(seg), bool)
     if owner is None:
         # The owner (the task the span took the CPU from) is the one its first
         # event interrupted; time is another task's only when that task was
         # switched in during the span (a switch missing from the trace must not
         # leak into later spans).
         first_event = np.searchsorted(timeline.event_times, starts, side="left")
-        owners = timeline.event_pids[np.minimum(first_event, len(timeline.event_pids) - 1)][span] \
-            if len(timeline.event_pids) else np.full(len(span), -1)
-        foreign = (pid != owners) & (task >= 0) & (timeline.since[seg] > starts[span])
+        owners = (timeline.event_pids[np.minimum(first_event, len(timeline.event_pids) - 1)]
+                  if len(timeline.event_pids) else np.full(len(starts), -1))
+        woken_at = None
     else:  # a sleeper's span: whoever held the CPU once it was woken delayed it
+        owners = np.full(len(starts), owner)
         woken_at = _woken_at(timeline, starts, ends)
-        woken = np.maximum(seg_starts[seg], starts[span]) >= woken_at[span]
-        idle = (task >= 0) & (pid == IDLE_PID)
-        foreign = (pid != owner) & (task >= 0) & ~idle & woken
-        before = (pid != owner) & (task >= 0) & ~idle & ~woken
-    handler = (label >= 0) & ~(is_fault[label] & (foreign | before))  # another task's fault: its time
-    resolved = np.where(handler, label, np.where(foreign, thread_label[task], -1))
-    # Injected time takes what neither a handler nor another task explains, in
-    # whatever pieces it falls (a preempted injection resumes in a later one).
-    piece_start = np.maximum(seg_starts[seg], starts[span])
-    piece_end = piece_start + np.maximum(overlap, 0)
-    injected_pieces = []  # (label, ns) for every piece, one pair per kind of injection
-    for injected_label, intervals in injected:
-        inside = np.where(resolved < 0, intervals.covered(piece_end) - intervals.covered(piece_start), 0)
-        overlap = overlap - inside
-        injected_pieces.append((np.full(len(span), injected_label, np.int32), inside))
-    explained_ns = (resolved >= 0) * np.maximum(overlap, 0) + sum(ns for _, ns in injected_pieces)
-    explained = np.bincount(span, weights=explained_ns, minlength=len(starts)) > 0
-    no_guest, outside = labels.id("unexplained", NO_GUEST_ACTIVITY), \
-        labels.id("unexplained", OUTSIDE_HANDLERS)
-    fallback = np.where(explained[span], outside, no_guest)
-    if owner is not None:
-        fallback = np.where(idle, labels.id("unexplained", CPU_IDLE),
-                            np.where(before, labels.id("unexplained", BEFORE_WAKEUP), fallback))
-    resolved = np.where(resolved >= 0, resolved, fallback)
-
-    if injected_pieces:
-        span = np.tile(span, 1 + len(injected_pieces))
-        resolved = np.concatenate([resolved, *(label_ids for label_ids, _ in injected_pieces)])
-        overlap = np.concatenate([overlap, *(ns for _, ns in injected_pieces)])
-    keep = overlap > 0
-    span, resolved, overlap = span[keep], resolved[keep], overlap[keep]
-    width = len(labels.pairs)
-    pair = span.astype(np.int64) * width + resolved
-    codes, first = factorize(pair)  # (the order of the pairs is the caller's to choose)
-    totals = np.bincount(codes, weights=overlap, minlength=len(first)).astype(np.int64)
-    key = pair[first]
-    return key // width, (key % width).astype(np.int32), totals
+    fallbacks = (labels.id("unexplained", NO_GUEST_ACTIVITY),
+                 labels.id("unexplained", OUTSIDE_HANDLERS), labels.id("unexplained", CPU_IDLE),
+                 labels.id("unexplained", BEFORE_WAKEUP), labels.id("unexplained"))
+    causes = [cause for cause, _ in labels.pairs]
+    per_label = (np.array([cause == "fault" for cause in causes], np.int64),
+                 np.array([cause not in ("unexplained", "untraced") for cause in causes], np.int64),
+                 labels.ranks().astype(np.int64))
+    sets = [intervals for _, intervals in injected]
+    injected_sets = (np.array([label for label, _ in injected], np.int64),
+                     np.cumsum([0, *(len(s.starts) for s in sets)], dtype=np.int64))
+    intervals = tuple(np.concatenate([np.zeros(0, np.int64), *(getattr(s, name) for s in sets)])
+                      .astype(np.int64) for name in ("starts", "lengths", "before"))
+    room = int((last - first + 1).sum()) + len(starts) * len(injected)
+    out = tuple(np.empty(room, np.int64) for _ in range(3))
+    primary = np.empty(len(starts), np.int64)
+    rows = _native.split_spans(
+        (seg_starts, int64_column(timeline.label), timeline.task, timeline.pid, timeline.since),
+        (int64_column(starts), int64_column(ends), first, last, int64_column(owners)), woken_at,
+        per_label, thread_label, fallbacks, injected_sets, intervals, out, primary)
+    span, label, ns = (column[:rows] for column in out)
+    return span, label.astype(np.int32), ns, primary.astype(np.int32)
 
 
 def _woken_at(timeline: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -560,26 +532,3 @@ def _woken_at(timeline: Timeline, starts: np.ndarray, ends: np.ndarray) -> np.nd
     next_wakeup = np.append(wakeups, np.iinfo(np.int64).max)[np.searchsorted(wakeups, starts, side="left")]
     asleep = last_wakeup <= last_sleep
     return np.where(asleep & (next_wakeup <= ends), next_wakeup, starts)
-
-
-def _primary(count: int, span: np.ndarray, label: np.ndarray, ns: np.ndarray,
-             labels: Labels) -> np.ndarray:
-    """Each span's explained cause with the most time (of equal times, the
-    first label in sorted order); `unexplained` where none."""
-    unexplained = np.array([cause in ("unexplained", "untraced") for cause, _ in labels.pairs])
-    primary = np.full(count, labels.id("unexplained"), np.int32)
-    candidates = ~unexplained[label]
-    span, label, ns = span[candidates], label[candidates], ns[candidates]
-    if not len(span):
-        return primary
-    if (np.diff(span) < 0).any():  # (_split gives them by span, but for injected time)
-        order = np.argsort(span, kind="stable")
-        span, label, ns = span[order], label[order], ns[order]
-    # per run of a span's rows: its longest time, then the least rank among the rows that took it
-    firsts = np.flatnonzero(np.r_[True, span[1:] != span[:-1]])
-    lengths = np.diff(np.r_[firsts, len(span)])
-    ranks = labels.ranks()
-    longest = ns == np.repeat(np.maximum.reduceat(ns, firsts), lengths)
-    rank = np.where(longest, ranks[label], len(ranks))
-    primary[span[firsts]] = np.argsort(ranks)[np.minimum.reduceat(rank, firsts)]
-    return primary

@@ -252,15 +252,17 @@ def time_span(batch: TraceEvents) -> tuple[int, int] | None:
     return (min(int(t.min()) for t in times), max(int(t.max()) for t in times)) if times else None
 
 
-# How the spool's Parquet files are written: numbers that repeat (CPU, pids,
-# priorities) with dictionary pages like the strings, the time stamps as
-# deltas (they rise), and statistics only of what readers skip row groups by
-# (`_RowGroups`): the same files at about 0.6 times the cost and 0.65 times the size.
+# How the spool's Parquet files are written: strings and numbers that repeat
+# (CPU, an event's pid) with dictionary pages, the time stamps as deltas (they
+# rise), and statistics only of what readers skip row groups by (`_RowGroups`):
+# the same files at about 0.6 times the cost and 0.65 times the size. A
+# switch's pids and priorities are left plain: their dictionaries cost a
+# fifth of the switches' encoding and saved nothing after compression
+# (docs/benchmarks.md, "The write in workers, a plainer switch table").
 SPOOL_LAYOUT = {
     "events": {"dictionary": ["event", "name", "cpu", "pid"],
                "deltas": ["timestamp_ns", "number"]},
-    "sched_switch": {"dictionary": ["prev_comm", "prev_state", "next_comm", "cpu", "prev_pid",
-                                    "prev_prio", "next_pid", "next_prio"],
+    "sched_switch": {"dictionary": ["prev_comm", "prev_state", "next_comm", "cpu"],
                      "deltas": ["timestamp_ns"]},
 }
 
