@@ -73,6 +73,15 @@ def test_a_stored_table_is_read_a_cpu_and_a_row_group_at_a_time(tmp_path):
         assert batches[0].columns == ["cpu", "start_ns", "duration_ns"]
         mine = spooled.where(cpu=cpu)
         assert np.array_equal(Table.concat(batches).duration_ns, mine.duration_ns)
+    # the spooled file's row groups have statistics of the numbers readers skip by
+    # (CPU, time), none of the strings (their cost is a fifth of the encoding)
+    import pyarrow.parquet as pq
+
+    group = pq.ParquetFile(loaded.path / "detours.parquet").metadata.row_group(0)
+    names = [group.column(i).path_in_schema for i in range(group.num_columns)]
+    stats = {name: group.column(i).statistics for i, name in enumerate(names)}
+    assert stats["cpu"].min == stats["cpu"].max == 3 and stats["start_ns"].has_min_max
+    assert stats["cause"] is None
     several = loaded.table_by_cpu("mixed", ("duration_ns",))
     assert [b.duration_ns.tolist() for b in cpu_batches(several, 1, "start_ns")] == [[1000, 3000]]
     assert [b.duration_ns.tolist() for b in cpu_batches(several, 0, "start_ns")] == [[2000]]

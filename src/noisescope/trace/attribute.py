@@ -498,9 +498,11 @@ def _split(timeline: Timeline, starts: np.ndarray, ends: np.ndarray, labels: Lab
     else:  # a sleeper's span: whoever held the CPU once it was woken delayed it
         owners = np.full(len(starts), owner)
         woken_at = _woken_at(timeline, starts, ends)
-    fallbacks = (labels.id("unexplained", NO_GUEST_ACTIVITY),
-                 labels.id("unexplained", OUTSIDE_HANDLERS), labels.id("unexplained", CPU_IDLE),
-                 labels.id("unexplained", BEFORE_WAKEUP), labels.id("unexplained"))
+    no_guest, outside = (labels.id("unexplained", NO_GUEST_ACTIVITY),
+                         labels.id("unexplained", OUTSIDE_HANDLERS))
+    sleeper = ((labels.id("unexplained", CPU_IDLE), labels.id("unexplained", BEFORE_WAKEUP))
+               if owner is not None else (no_guest, no_guest))  # (numbered only when given)
+    fallbacks = (no_guest, outside, *sleeper, labels.id("unexplained"))
     causes = [cause for cause, _ in labels.pairs]
     per_label = (np.array([cause == "fault" for cause in causes], np.int64),
                  np.array([cause not in ("unexplained", "untraced") for cause in causes], np.int64),
