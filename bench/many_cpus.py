@@ -77,6 +77,8 @@ SPOOL_BATCH = 65_536  # detours read back at once (the native drain hands over b
 JITTER = 0.2  # of a copy's period (its events take 2/3 of it: copies never overlap)
 GOAL_S, GOAL_MB, REPORT_GOAL_MB = 60.0, 2_000, 10.0
 STAGES = ("decode", "attribution", "spectra", "write", "report")
+SAMPLE_S = 0.25  # how often TreeMemory reads the processes' PSS (each read walks their page
+# tables in the kernel: every 0.1 s it was 5% of the scan's process's CPU time)
 
 
 class Capture:
@@ -227,7 +229,7 @@ def peak_mib() -> float:
 class TreeMemory:
     """The largest proportional set size (PSS: each shared page divided among
     the processes that map it) of this process and its children together,
-    sampled every 0.1 s while a stage runs: forked workers share most of
+    sampled every SAMPLE_S while a stage runs: forked workers share most of
     their pages with this process, so adding their RSS would count those
     again for each worker."""
 
@@ -238,7 +240,7 @@ class TreeMemory:
         self._thread.start()
 
     def _sample(self) -> None:
-        while not self._done.wait(0.1):
+        while not self._done.wait(SAMPLE_S):
             pids = [os.getpid()] + [int(pid) for task in Path("/proc/self/task").iterdir()
                                     for pid in (task / "children").read_text().split()]
             total = 0

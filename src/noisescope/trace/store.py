@@ -279,6 +279,7 @@ class _SpoolFile:
         self.name, self.path = name, path
         self.failure: BaseException | None = None
         self._writer = None
+        self._schema = None  # the file's (set by the first write)
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
         self._ended = threading.Event()  # set by the thread as it ends
         threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True).start()
@@ -344,16 +345,20 @@ class _SpoolFile:
         self._queue.join()
 
     def _write(self, arrow) -> None:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         if self._writer is None:
             layout = SPOOL_LAYOUT[self.name]
+            # every column required: a decoded event has every field (a missing text is
+            # ""), and without definition levels a row costs a fifth less to encode
+            self._schema = pa.schema([field.with_nullable(False) for field in arrow.schema])
             self._writer = pq.ParquetWriter(
-                _unfinished(self.path), arrow.schema, compression="zstd",
+                _unfinished(self.path), self._schema, compression="zstd",
                 use_dictionary=layout["dictionary"],
                 column_encoding={c: "DELTA_BINARY_PACKED" for c in layout["deltas"]},
                 write_statistics=["cpu", "timestamp_ns"])
-        self._writer.write_table(arrow)
+        self._writer.write_table(arrow.cast(self._schema))
 
     def close(self, empty: Table) -> None:
         """Close the file (`empty` gives the columns of one that got no rows)."""
