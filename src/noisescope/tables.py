@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -228,8 +229,7 @@ class SpooledTable(StoredTable):
             partial = path.with_name(f".{path.name}.partial")
             writer = None
             try:
-                for batch in table._row_groups():
-                    arrow = batch.to_arrow()
+                for arrow in table._row_groups():
                     if writer is None:  # the first batch's types (strings need rows to be typed)
                         strings = dictionary_columns(arrow.schema)
                         # statistics of the numbers (CPU, time: what readers skip row groups
@@ -268,25 +268,38 @@ class SpooledTable(StoredTable):
             return super().load()
         return Table.concat([self.empty, *self.batches()])
 
-    def _row_groups(self) -> Iterator[Table]:
-        """The batches joined, CPU by CPU, into tables of ROW_GROUP_ROWS rows or
-        more (a CPU's last may have fewer). A Parquet writer holds some 7 KB
-        of metadata per row group of ten columns until the file is closed: an
-        hour's detours, explained 8,192 at a time, were 3,600 row groups,
-        28 MB in each of two files, and more at the close."""
+    def _row_groups(self) -> Iterator:
+        """The batches as Arrow tables joined, CPU by CPU, into row groups of
+        ROW_GROUP_ROWS rows or more (a CPU's last may have fewer). A Parquet
+        writer holds some 7 KB of metadata per row group of ten columns until
+        the file is closed: an hour's detours, explained 8,192 at a time, were
+        3,600 row groups, 28 MB in each of two files, and more at the close.
+        Parked parts come as Arrow straight from their codes
+        (`ParkedParts.arrow_tables`: no str object a row, no hashing again)."""
         for _, _, batches in self.sources:
-            gathered: list[Table] = []
-            for batch in _handing_back(batches()):
-                if batch.rows:
-                    gathered.append(batch)
-                if sum(t.rows for t in gathered) >= ROW_GROUP_ROWS:
-                    yield Table.concat(gathered)
+            parts = (batches.arrow_tables() if isinstance(batches, ParkedParts)
+                     else (batch.to_arrow() for batch in batches()))
+            gathered: list = []
+            for part in _handing_back(parts, lambda arrow: arrow.num_rows):
+                if part.num_rows:
+                    gathered.append(part)
+                if sum(t.num_rows for t in gathered) >= ROW_GROUP_ROWS:
+                    yield joined_arrow(gathered)
                     gathered = []
             if gathered:
-                yield Table.concat(gathered)
+                yield joined_arrow(gathered)
 
 
-def _handing_back(batches: Iterator[Table]) -> Iterator[Table]:
+def joined_arrow(tables: list):
+    """Arrow tables of the same columns as one, each column one chunk with one
+    dictionary (a Parquet writer then takes the codes as they are)."""
+    import pyarrow as pa
+
+    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+
+
+def _handing_back(batches: Iterator, rows_of: Callable[[Any], int] = lambda table: table.rows
+                  ) -> Iterator:
     """`batches`, the freed heap handed back after every ROW_GROUP_ROWS rows
     or so. Thousands of batches, freed among longer-lived blocks (a Parquet
     writer's metadata, the reader's own), leave holes in glibc's heap that
@@ -297,7 +310,7 @@ def _handing_back(batches: Iterator[Table]) -> Iterator[Table]:
     rows = 0
     for batch in batches:
         yield batch
-        rows += batch.rows
+        rows += rows_of(batch)
         if rows >= ROW_GROUP_ROWS:
             release_free_memory()
             rows = 0
@@ -477,6 +490,20 @@ class ParkedParts:
 
     def tables(self) -> Iterator[Table]:
         """The parts in the order they were parked (a file cut short fails)."""
+        return (_unparked(columns) for columns in self._parts())
+
+    __call__ = tables  # a spooled table's source of a CPU's batches (SpooledTable.sources)
+
+    def arrow_tables(self) -> Iterator:
+        """The parts as Arrow tables, strings dictionary-encoded from their
+        parked codes (what writing them to Parquet takes)."""
+        import pyarrow as pa
+
+        for columns in self._parts():
+            yield pa.table({name: dictionary_array(values, distinct) if distinct is not None
+                            else pa.array(values) for name, values, distinct in columns})
+
+    def _parts(self) -> Iterator[ParkedColumns]:
         if not self._ends:
             return
         assert self.columns is not None
@@ -485,7 +512,7 @@ class ParkedParts:
                 columns = _checked(pickle.load(stored), self.columns, rows, self.path)
                 if stored.tell() != end:
                     raise ValueError(f"{self.path} does not hold the parked table")
-                yield _unparked(columns)
+                yield columns
 
 
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -267,6 +267,37 @@ def test_parked_parts_come_back_in_order_from_one_file_and_a_cut_file_fails(tmp_
     assert list(ParkedParts(tmp_path / "none").tables()) == []
 
 
+def test_parked_parts_are_written_from_their_codes_as_their_tables_read(tmp_path):
+    """A spooled table of parked parts is written to Parquet from the parts'
+    codes (no str objects), and the file holds what the parts' tables hold:
+    the same strings (a missing one too), in order, the dictionaries of the
+    parts joined; a plain source of Tables beside it is written the same way."""
+    import pyarrow.parquet as pq
+
+    from noisescope.tables import ROW_GROUP_ROWS, ParkedParts, SpooledTable
+
+    def part(start: int, rows: int, causes: list) -> Table:
+        return Table({"cpu": np.zeros(rows, np.int32),
+                      "start_ns": np.arange(start, start + rows, dtype=np.int64),
+                      "cause": np.array([causes[k % len(causes)] for k in range(rows)], object)})
+
+    parts = [part(0, 5, ["tick", "irq"]), part(5, 3, ["ipi", None, "tick"]),
+             part(8, ROW_GROUP_ROWS, ["thread", "irq"]), part(ROW_GROUP_ROWS + 8, 2, ["nmi"])]
+    parked = ParkedParts(tmp_path / "cpu0" / "causes")
+    for one in parts:
+        parked.append(one)
+    plain = [part(0, 4, ["softirq", "tick"])]
+    rows = sum(p.rows for p in parts)
+    table = SpooledTable.of(tmp_path / "causes.parquet", parts[0].filter(slice(0, 0)),
+                            [(0, rows, parked), (1, 4, lambda: iter(plain))])
+    written = pq.read_table(table.ready())
+    want = Table.concat([*parked.tables(), *plain])
+    assert written.column("cause").to_pylist() == want["cause"].tolist()
+    assert written.column("start_ns").to_pylist() == want["start_ns"].tolist()
+    assert written.num_rows == rows + 4
+    assert [written.column("cause").chunk(0).dictionary.to_pylist()[:3]] == [["tick", "irq", "ipi"]]
+
+
 def test_a_part_that_fails_to_be_parked_is_cut_off_again(tmp_path):
     """A part whose writing fails half-way (here: a value that cannot be
     pickled, after 800 KB of numbers were written) leaves the parts before it

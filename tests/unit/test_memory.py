@@ -80,7 +80,7 @@ def test_reading_a_spooled_table_hands_the_freed_heap_back_every_row_group(monke
     assert len(handed_back) == 3
     handed_back.clear()
     groups = list(spooled(8 * 3 + 4)._row_groups())
-    assert [g.rows for g in groups] == [ROW_GROUP_ROWS] * 3 + [ROW_GROUP_ROWS // 2]
+    assert [g.num_rows for g in groups] == [ROW_GROUP_ROWS] * 3 + [ROW_GROUP_ROWS // 2]
     assert len(handed_back) == 3
     handed_back.clear()
     assert sum(batch.rows for batch in spooled(7).batches()) == 7 * batch_rows

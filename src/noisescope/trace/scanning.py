@@ -523,8 +523,8 @@ def spooled_attribution(detours: SpooledTable, trace: EventSource, coverage: Tab
     cpus = sorted(cpu for cpu, _, _ in detours.sources) if cpus is None else cpus
     rows = {cpu: rows for cpu, rows, _ in detours.sources}
 
-    annotated = [(cpu, rows[cpu], explained[cpu][0].tables) for cpu in cpus]
-    causes = [(cpu, explained[cpu][1].rows, explained[cpu][1].tables) for cpu in cpus]
+    annotated = [(cpu, rows[cpu], explained[cpu][0]) for cpu in cpus]
+    causes = [(cpu, explained[cpu][1].rows, explained[cpu][1]) for cpu in cpus]
     assert detours.empty is not None
     none = attribute(detours.empty, trace, coverage)  # the columns' types
     return (SpooledTable.of(directory / "detours.parquet", none.annotate(detours.empty), annotated),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import interrupts
-from ..tables import ROW_GROUP_ROWS, Table
+from ..tables import ROW_GROUP_ROWS, Table, joined_arrow
 from .events import RawDecoder, TraceEvents
 
 QUEUED_BATCHES = 2  # decoded batches waiting for the spool's writer thread
@@ -302,15 +302,13 @@ class _SpoolFile:
             self._ended.set()
 
     def _write_queued(self) -> None:
-        import pyarrow as pa
-
         gathered: list = []  # Arrow tables of one CPU
         gathered_cpu = None
 
         def flush() -> None:
             if gathered:
                 # one dictionary per column: the writer then takes the codes as they are
-                self._write(pa.concat_tables(gathered).unify_dictionaries().combine_chunks())
+                self._write(joined_arrow(gathered))
                 gathered.clear()
 
         while (table := self._queue.get()) is not None:
