@@ -154,3 +154,37 @@ def test_the_causes_of_detours_add_up_the_same_batch_by_batch(tmp_path):
     expected = breakdown(detours, causes, 0)
     assert len(expected) == 12 and sum(row["count"] for row in expected) == 600
     assert breakdown(spooled(detours, 7), spooled(causes, 14), 0) == expected
+
+
+def test_a_cpu_explained_part_by_part_is_explained_as_its_tables_read_whole():
+    """The summary row gathered as the detours are explained (each part's
+    detours, then its causes) is the one made from the whole tables: the
+    same counts, breakdown and worst detours with their splits, also when an
+    early worst one is pushed out later (its rows must not stay) and for
+    equally long detours (the earlier wins)."""
+    from noisescope.trace.events import TraceEvents
+    from noisescope.trace.explain import CpuExplanation, attribution_summary
+
+    rng = np.random.default_rng(11)
+    starts = np.cumsum(rng.integers(1_000, 9_000, 200))
+    durations = rng.integers(100, 900, 200)
+    durations[5] = 5_000  # the longest of the first part, pushed out by three later
+    durations[[120, 150, 180]] = 8_000  # equally long: the earlier ones win
+    durations[190] = 8_000
+    kinds = np.array(["irq", "softirq", "thread"], object)
+    detours = Table({"cpu": np.zeros(200, np.int32), "start_ns": starts,
+                     "duration_ns": durations, "cause": kinds[rng.integers(0, 3, 200)],
+                     "cause_detail": np.array([""] * 200, object)})
+    causes = Table({"cpu": np.zeros(400, np.int32), "start_ns": np.repeat(starts, 2),
+                    "cause": kinds[rng.integers(0, 3, 400)],
+                    "detail": np.array(["a", "b"] * 200, object),
+                    "duration_ns": np.repeat(durations // 2, 2)})
+    trace = TraceEvents.empty()
+    [whole] = attribution_summary(detours, causes, trace)
+    explanation = CpuExplanation(3)
+    for first in range(0, 200, 30):  # a part's detours, then their causes
+        explanation.add_detours(detours.filter(slice(first, first + 30)))
+        explanation.add_causes(causes.filter(slice(2 * first, 2 * first + 60)))
+    assert explanation.row(0, trace) == whole
+    assert [w["start_ns"] for w in whole["worst"]] == starts[[120, 150, 180]].tolist()
+    assert all(len(w["split"]) == 2 for w in whole["worst"])

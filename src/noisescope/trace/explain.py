@@ -18,39 +18,55 @@ def breakdown(detours: Table | SpooledTable, causes: Table | SpooledTable, cpu: 
     """Cause rows of one CPU, largest total first: the number of detours the
     cause took part in, its total and largest time, and its share of all
     detour time on the CPU."""
-    _, noise, _ = _detour_pass(detours, cpu, 0)
-    return _cause_pass(causes, cpu, noise, np.empty(0, np.int64))[0]
+    return CpuExplanation.of(detours, causes, cpu, worst=0).by_cause()
 
 
-def _detour_pass(detours: Table | SpooledTable, cpu: int, worst: int) -> tuple[int, int, Table | None]:
-    """One read of a CPU's detours, a batch at a time: their number, total
-    time and the `worst` longest (the earlier of equally long ones)."""
-    count = total = seen = 0
-    longest = None  # the longest so far, with their place among the CPU's detours
-    for batch in cpu_batches(detours, cpu, "start_ns"):
-        count += batch.rows
-        total += int(batch["duration_ns"].sum())
-        if worst:
-            picked = np.argsort(-batch["duration_ns"], kind="stable")[:worst]
-            candidates = Table({**batch.filter(picked), "place": picked + seen})
-            longest = candidates if longest is None else Table.concat([longest, candidates])
-            longest = longest.filter(np.lexsort((longest["place"], -longest["duration_ns"]))[:worst])
-        seen += batch.rows
-    return count, total, longest
+class CpuExplanation:
+    """One CPU's detours and their cause rows, taken a batch at a time (a
+    detour's cause rows come in one batch, after the batch of the detour or
+    with it): their number and total time, the time by cause, and the
+    `worst` longest detours (the earlier of equally long ones) with their
+    cause rows. Fed as a table is read (`of`), or as the detours are
+    explained (a part at a time: nothing read again)."""
 
+    def __init__(self, worst: int = 0):
+        self.worst = worst
+        self.count = self.total = 0
+        self.longest: Table | None = None  # the longest so far, with their place among the CPU's
+        self._found: dict[tuple[str, str], list[int]] = {}  # (cause, detail): count, total, largest
+        self._splits: list[Table] = []  # the cause rows of the longest so far
 
-def _cause_pass(causes: Table | SpooledTable, cpu: int, noise: int, split_starts: np.ndarray
-                ) -> tuple[list[dict], Table | None]:
-    """One read of a CPU's cause rows, a batch at a time (a detour's rows are
-    in one batch): the breakdown by cause (see breakdown()) and the rows of
-    the detours that start at `split_starts`."""
-    found: dict[tuple[str, str], list[int]] = {}  # (cause, detail): count, total, largest
-    splits = []
-    for rows in cpu_batches(causes, cpu, "start_ns"):
-        if len(split_starts):
-            splits.append(rows.filter(np.isin(rows["start_ns"], split_starts)))
+    @classmethod
+    def of(cls, detours: Table | SpooledTable, causes: Table | SpooledTable, cpu: int,
+           worst: int) -> CpuExplanation:
+        """The explanation of the CPU's rows of both tables, each read once."""
+        explanation = cls(worst)
+        for batch in cpu_batches(detours, cpu, "start_ns"):
+            explanation.add_detours(batch)
+        for rows in cpu_batches(causes, cpu, "start_ns"):
+            explanation.add_causes(rows)
+        return explanation
+
+    def add_detours(self, batch: Table) -> None:
+        if self.worst:
+            picked = np.argsort(-batch["duration_ns"], kind="stable")[:self.worst]
+            candidates = Table({**batch.filter(picked), "place": picked + self.count})
+            longest = (candidates if self.longest is None
+                       else Table.concat([self.longest, candidates]))
+            self.longest = longest.filter(
+                np.lexsort((longest["place"], -longest["duration_ns"]))[:self.worst])
+        self.count += batch.rows
+        self.total += int(batch["duration_ns"].sum())
+
+    def add_causes(self, rows: Table) -> None:
+        if self.longest is not None and self.longest.rows:
+            # the rows of the longest so far: a detour that is among the longest at
+            # the end was among them when its rows came
+            wanted = self.longest["start_ns"]
+            self._splits = [split.filter(np.isin(split["start_ns"], wanted))
+                            for split in [*self._splits, rows]]
         if not rows.rows:
-            continue
+            return
         # numbered by hash, the pairs as integers: sorting strings costs ~1 us each
         cause_codes, cause_names = dictionary_codes(rows["cause"])
         detail_codes, details = dictionary_codes(rows["detail"])
@@ -63,17 +79,28 @@ def _cause_pass(causes: Table | SpooledTable, cpu: int, noise: int, split_starts
         for pair, count, total, largest in zip(pairs.tolist(), np.bincount(inverse).tolist(),
                                                totals, most.tolist(), strict=True):
             cause, detail = divmod(pair, len(details))
-            known = found.setdefault((cause_names[cause], details[detail]), [0, 0, 0])
+            known = self._found.setdefault((cause_names[cause], details[detail]), [0, 0, 0])
             known[0] += count
             known[1] += total
             known[2] = max(known[2], largest)
-    keys = sorted(found)  # by cause, then detail; then the largest total first
-    order = sorted(range(len(keys)), key=lambda i: -found[keys[i]][1])
-    rows = [{"cause": keys[i][0], "detail": keys[i][1], "count": found[keys[i]][0],
-             "total_ns": found[keys[i]][1],
-             "share_pct": 100.0 * found[keys[i]][1] / noise if noise else 0.0,
-             "max_ns": found[keys[i]][2]} for i in order]
-    return rows, Table.concat(splits) if splits else None
+
+    def by_cause(self) -> list[dict]:
+        """The breakdown by cause (see breakdown())."""
+        found = self._found
+        keys = sorted(found)  # by cause, then detail; then the largest total first
+        order = sorted(range(len(keys)), key=lambda i: -found[keys[i]][1])
+        return [{"cause": keys[i][0], "detail": keys[i][1], "count": found[keys[i]][0],
+                 "total_ns": found[keys[i]][1],
+                 "share_pct": 100.0 * found[keys[i]][1] / self.total if self.total else 0.0,
+                 "max_ns": found[keys[i]][2]} for i in order]
+
+    def row(self, cpu: int, trace: EventSource, count_key: str = "detours",
+            total_key: str = "noise_ns") -> dict:
+        """The CPU's row of summaries["attribution"] (its worst detours' events
+        read from `trace`)."""
+        splits = Table.concat(self._splits) if self._splits else None
+        return {"cpu": int(cpu), count_key: self.count, total_key: self.total,
+                "causes": self.by_cause(), "worst": _worst_rows(self.longest, splits, trace, cpu)}
 
 
 def chain(trace: EventSource, cpu: int, start_ns: int, end_ns: int) -> tuple[list[dict], int]:
@@ -127,16 +154,5 @@ def attribution_summary(detours: Table | SpooledTable, causes: Table | SpooledTa
     """summaries["attribution"]: one row per CPU with detours (or per CPU of
     `cpus`, with or without). Late wakeups use the same rows with their own
     names for the count and the total time."""
-    rows = []
-    for cpu in (table_cpus(detours) if cpus is None else cpus):
-        count, total, longest = _detour_pass(detours, cpu, worst)
-        by_cause, splits = _cause_pass(causes, cpu, total, np.empty(0, np.int64) if longest is None
-                                       else longest["start_ns"])
-        rows.append({
-            "cpu": int(cpu),
-            count_key: count,
-            total_key: total,
-            "causes": by_cause,
-            "worst": _worst_rows(longest, splits, trace, cpu),
-        })
-    return rows
+    return [CpuExplanation.of(detours, causes, cpu, worst).row(cpu, trace, count_key, total_key)
+            for cpu in (table_cpus(detours) if cpus is None else cpus)]

@@ -44,7 +44,7 @@ from ..tables import (
 from ..workers import run_parts, worker_count
 from .attribute import CHUNK_NS, Labels, attribute, chunk_starts
 from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
-from .explain import attribution_summary
+from .explain import WORST_PER_CPU, CpuExplanation, attribution_summary
 from .osnoise import OSNOISE_CLASSES
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
 from .store import EventSource, EventSpool, OutOfOrder, StreamedEvents
@@ -515,12 +515,11 @@ Explained = tuple[ParkedParts, ParkedParts]  # a CPU's parked detours and causes
 
 
 def spooled_attribution(detours: SpooledTable, trace: EventSource, coverage: Table,
-                        explained: dict[int, Explained], directory: Path,
-                        cpus: list[int] | None = None) -> tuple[SpooledTable, SpooledTable]:
+                        explained: dict[int, Explained], directory: Path
+                        ) -> tuple[SpooledTable, SpooledTable]:
     """The detours with their causes, and the causes, as spooled tables of
-    each CPU's parked parts (`_attribute_cpu`): of every CPU of `detours`, or
-    of those of `cpus`."""
-    cpus = sorted(cpu for cpu, _, _ in detours.sources) if cpus is None else cpus
+    each CPU's parked parts (`_attribute_cpu`)."""
+    cpus = sorted(cpu for cpu, _, _ in detours.sources)
     rows = {cpu: rows for cpu, rows, _ in detours.sources}
 
     annotated = [(cpu, rows[cpu], explained[cpu][0]) for cpu in cpus]
@@ -568,29 +567,30 @@ class _ExplainAlong:
         (its worst detours' events read again from the pages)."""
         assert self.coverage is not None
         streamed = StreamedEvents(cpu, batches, self.names)
+        explanation = CpuExplanation(WORST_PER_CPU)  # the summary, as the parts are made
         try:
             explained = _attribute_cpu(cpu, self.detours, streamed, self.coverage, self.injected,
-                                       self.directory)
+                                       self.directory, explanation)
         except OutOfOrder:  # (a clock that stepped back) explained from the pages read again
             explained = None
         for _ in batches:  # the rest of the pages, so that `again` has them all
             pass
         recorded = again()
         if explained is None:
+            explanation = CpuExplanation(WORST_PER_CPU)
             explained = _attribute_cpu(cpu, self.detours, recorded, self.coverage, self.injected,
-                                       self.directory)
+                                       self.directory, explanation)
         mine, causes = explained
-        annotated, split = spooled_attribution(self.detours, recorded, self.coverage,
-                                               {cpu: (mine, causes)}, self.directory, cpus=[cpu])
-        [summary] = attribution_summary(annotated, split, recorded, cpus=[cpu])
-        return mine, causes, summary
+        return mine, causes, explanation.row(cpu, recorded)
 
 
 def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage: Table,
-                   injected: Table | None, directory: Path) -> Explained:
+                   injected: Table | None, directory: Path,
+                   explanation: CpuExplanation | None = None) -> Explained:
     """One CPU's part of attribute_in_batches: its parked detours and causes,
     in a directory of its own (emptied first: a worker killed on the way may
-    have left some, and the scan does its CPUs again)."""
+    have left some, and the scan does its CPUs again); each part also goes to
+    `explanation`, if given (its summary without reading the parts again)."""
     labels, tasks = Labels(), {}
     parked = directory / f"cpu{cpu}"
     shutil.rmtree(parked, ignore_errors=True)
@@ -599,8 +599,12 @@ def _attribute_cpu(cpu: int, detours: SpooledTable, trace: EventSource, coverage
     def attribute_part(spans: Table) -> None:
         attribution = attribute(spans, trace, coverage, injected=injected, labels=labels,
                                 tasks=tasks)
-        mine[0].append(attribution.annotate(spans))
+        annotated = attribution.annotate(spans)
+        mine[0].append(annotated)
         mine[1].append(attribution.causes)
+        if explanation is not None:
+            explanation.add_detours(annotated)
+            explanation.add_causes(attribution.causes)
 
     windows = coverage.where(cpu=cpu)
     origin = None  # the CPU's first traced detour: where attribute counts chunks from
