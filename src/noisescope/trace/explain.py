@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tables import SpooledTable, Table, cpu_batches, dictionary_codes, table_cpus
+from ..tables import SpooledTable, Table, cpu_batches, dictionary_codes, factorize, table_cpus
 from .store import EventSource
 
 WORST_PER_CPU = 3  # worst detours stored per CPU by a scan
@@ -70,8 +70,9 @@ class CpuExplanation:
         # numbered by hash, the pairs as integers: sorting strings costs ~1 us each
         cause_codes, cause_names = dictionary_codes(rows["cause"])
         detail_codes, details = dictionary_codes(rows["detail"])
-        pairs, inverse = np.unique(cause_codes.astype(np.int64) * len(details) + detail_codes,
-                                   return_inverse=True)
+        pair_of_row = cause_codes.astype(np.int64) * len(details) + detail_codes
+        inverse, first = factorize(pair_of_row)
+        pairs = pair_of_row[first]
         durations = rows["duration_ns"]
         most = np.zeros(len(pairs), np.int64)
         np.maximum.at(most, inverse, durations)
