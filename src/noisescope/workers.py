@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import tempfile
 from collections.abc import Callable, Sequence
@@ -45,10 +46,12 @@ def worker_count(parts: int, limit: int | None = None) -> int:
 def run_parts(work: Callable[[Part], Result], parts: Sequence[Part], workers: int,
               forked: Callable[[], None] | None = None) -> list[Result]:
     """work(part) for every part, results in this order; in `workers` forked
-    processes when that is more than one, each taking every workers-th part
-    (work and its results must then stand alone: results are pickled, changes
-    to this process's objects are lost). The parts of a worker that ended
-    without its results (killed: the OOM killer) are done here instead.
+    processes when that is more than one, each taking the next part not yet
+    taken as it is done with one (parts that take longer, a report's largest
+    figures, do not hold up a fixed share), whose work and results must
+    then stand alone (results are pickled, changes to this process's objects
+    are lost). The parts of a worker that ended without its results (killed:
+    the OOM killer) are done here instead.
 
     No other thread of this process may be busy when it forks: a forked
     process has none of them, and a lock one of them held (an import's, an
@@ -59,48 +62,80 @@ def run_parts(work: Callable[[Part], Result], parts: Sequence[Part], workers: in
         if forked is not None:
             forked()
         return [work(part) for part in parts]
-    shares = [range(k, len(parts), workers) for k in range(min(workers, len(parts)))]
-    children: dict[int, tuple[range, BinaryIO]] = {}
-    results: list[Any] = [None] * len(parts)
+    children: dict[int, BinaryIO] = {}
+    results: dict[int, Any] = {}
+    tickets, issuing = os.pipe()  # each part's number, taken by the worker that reads it
     try:
-        for share in shares:
+        for _ in range(min(workers, len(parts))):
             out = tempfile.TemporaryFile()
             pid = os.fork()
             if pid == 0:
-                _worker(work, [parts[i] for i in share], out)
-            children[pid] = (share, out)
+                os.close(issuing)
+                _worker(work, parts, tickets, out)
+            children[pid] = out
+        os.close(tickets)
+        tickets = -1
         if forked is not None:
             forked()
-        for pid, (share, out) in list(children.items()):
+        _issue(issuing, len(parts))
+        os.close(issuing)  # the end: a worker's read then finds no more
+        issuing = -1
+        for pid, out in list(children.items()):
             _, status = os.waitpid(pid, 0)  # a stop raises here (raising()), and ends them below
             del children[pid]
             with out:
                 out.seek(0)
-                done, outcome = (pickle.load(out) if os.waitstatus_to_exitcode(status) == 0
-                                 else (True, [work(parts[i]) for i in share]))
+                if os.waitstatus_to_exitcode(status) != 0:
+                    continue  # its parts are done below
+                done, outcome = pickle.load(out)
             if not done:
                 raise outcome
-            for i, result in zip(share, outcome, strict=True):
-                results[i] = result
+            results.update(outcome)
     finally:
-        for pid, (_, out) in children.items():
+        for fd in (tickets, issuing):
+            if fd >= 0:
+                os.close(fd)
+        for pid, out in children.items():
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             out.close()
-    return results
+    return [results[i] if i in results else work(part) for i, part in enumerate(parts)]
 
 
-def _worker(work: Callable[[Any], Any], parts: list[Any], out: BinaryIO) -> NoReturn:
-    """A forked worker: its results (or its error) pickled to `out`, then
-    os._exit (the parent's open files are not flushed twice, its exit
-    handlers do not run)."""
+TICKET = 4  # bytes of a part's number in the pipe
+
+
+def _issue(issuing: int, count: int) -> None:
+    """Every part's number into the pipe: a write of at most
+    PIPE_BUF bytes is never split, so a worker always reads whole numbers.
+    Blocks while the pipe is full; once no worker is left to read, the rest
+    are left to the parent."""
+    per_write = select.PIPE_BUF // TICKET
+    try:
+        for first in range(0, count, per_write):
+            os.write(issuing, b"".join(i.to_bytes(TICKET, "little")
+                                       for i in range(first, min(first + per_write, count))))
+    except BrokenPipeError:
+        pass
+
+
+def _worker(work: Callable[[Any], Any], parts: Sequence[Any], tickets: int,
+            out: BinaryIO) -> NoReturn:
+    """A forked worker: the parts whose numbers it takes from `tickets` until
+    none is left; its results (number, result) or its error pickled to
+    `out`, then os._exit (the parent's open files are not flushed twice, its
+    exit handlers do not run)."""
     code = 1
     try:
         for signum in interrupts.STOPPING:
             signal.signal(signum, signal.SIG_IGN)
         reuse_freed_memory()
         try:
-            outcome: tuple[bool, Any] = (True, [work(part) for part in parts])
+            results = []
+            while ticket := os.read(tickets, TICKET):
+                number = int.from_bytes(ticket, "little")
+                results.append((number, work(parts[number])))
+            outcome: tuple[bool, Any] = (True, results)
         except Exception as error:  # noqa: BLE001 - handed to the parent, which raises it
             outcome = (False, error)
         pickle.dump(outcome, out)

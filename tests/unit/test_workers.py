@@ -78,8 +78,22 @@ def test_the_parts_of_a_killed_worker_are_done_by_the_parent():
 
     results = run_parts(dies_on_two, list(range(6)), 2)
     assert [part for part, _ in results] == list(range(6))
-    assert {pid for part, pid in results if part % 2 == 0} == {parent}  # the killed one's share
-    assert parent not in {pid for part, pid in results if part % 2 == 1}
+    assert results[2][1] == parent  # with whatever else the killed one had taken
+    workers = {pid for _, pid in results} - {parent}
+    assert len(workers) == 1  # the other worker's parts are its own
+
+
+def test_a_worker_takes_the_next_part_when_it_is_done_with_one():
+    """Parts are not dealt out in fixed shares: while one worker is busy with
+    a long part, the other does all the short ones."""
+    def timed(part: int) -> tuple[int, int]:
+        time.sleep(1.0 if part == 0 else 0.01)
+        return part, os.getpid()
+
+    results = run_parts(timed, list(range(10)), 2)
+    assert [part for part, _ in results] == list(range(10))
+    long_one = results[0][1]
+    assert {pid for part, pid in results[1:]} == {pid for _, pid in results} - {long_one}
 
 
 STOPPED_SCRIPT = textwrap.dedent("""

@@ -26,6 +26,7 @@ from ..analysis.fleet import FleetBundle, counts, noisiest
 from ..bundle import MANIFEST, Bundle
 from ..errors import UsageError, option
 from ..units import format_cpu_list, format_duration
+from ..workers import run_parts, worker_count
 from . import plots
 from .bench import bench_lines
 from .terminal import OVERVIEWS, SUMMARY_TABLES, import_lines, injection_lines, overview_blocks
@@ -367,9 +368,21 @@ def render_html(report: Report) -> str:
     template = resources.files("noisescope").joinpath("render/templates/report.html.j2").read_text()
     environment = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True,
                                      undefined=jinja2.StrictUndefined)
-    images = {f.key: base64.b64encode(f.png()).decode("ascii") for f in report.figures}
+    images = {f.key: base64.b64encode(png).decode("ascii")
+              for f, png in zip(report.figures, rendered(report.figures), strict=True)}
     return environment.from_string(template).render(report=report, images=images,
                                                     version=__version__)
+
+
+def rendered(figures: list[plots.Figure]) -> list[bytes]:
+    """Each figure as PNG, drawn side by side in worker processes where there
+    are CPUs for them (matplotlib draws on one CPU: drawing took most of a
+    256-CPU scan's report)."""
+    return run_parts(_png, figures, worker_count(len(figures)))
+
+
+def _png(figure: plots.Figure) -> bytes:
+    return figure.png()
 
 
 def figure_files(report: Report) -> list[tuple[str, plots.Figure]]:
@@ -460,13 +473,15 @@ def write_report(bundles: list[Bundle], output: str | os.PathLike[str], fmt: str
     elif fmt == "md":
         figure_dir = _figure_dir(out)
         figure_dir.mkdir(exist_ok=True)
-        for name, f in figure_files(report):
-            _atomic_write(figure_dir / name, f.png())
+        files = figure_files(report)
+        for (name, _), png in zip(files, rendered([f for _, f in files]), strict=True):
+            _atomic_write(figure_dir / name, png)
         _atomic_write(out, render_markdown(report, figure_dir.name).encode())
     elif fmt == "png":
         out.mkdir(exist_ok=True)
-        for name, f in figure_files(report):
-            _atomic_write(out / name, f.png())
+        files = figure_files(report)
+        for (name, _), png in zip(files, rendered([f for _, f in files]), strict=True):
+            _atomic_write(out / name, png)
     else:
         raise ValueError(f"unknown report format {fmt!r}")
     return out
