@@ -28,6 +28,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter  # noqa
 from ..bundle import Bundle  # noqa: E402
 from ..tables import SpooledTable, Table, cpu_batches, table_cpus  # noqa: E402
 from ..units import format_count, format_duration  # noqa: E402
+from ..workers import run_parts, worker_count  # noqa: E402
 
 COLUMNS = 1500  # envelope columns per panel: about one per pixel
 SCATTER_LIMIT = 20_000  # up to this many detours per panel are drawn one by one
@@ -332,7 +333,7 @@ def lost_time_grid(detours: Table | SpooledTable, windows: Table, cpus: list[int
                    columns: int = HEATMAP_COLUMNS) -> LostTimeGrid | None:
     """The detour probe's lost time as a CPU x time grid (exact overlaps of
     the detours with each bin, as the spectrum's series), the detours read a
-    CPU and a batch at a time."""
+    CPU and a batch at a time, the CPUs side by side in worker processes."""
     from ..analysis.spectrum import lost_time_series
 
     windows = windows.filter(windows["probe"] == "detour")
@@ -341,17 +342,21 @@ def lost_time_grid(detours: Table | SpooledTable, windows: Table, cpus: list[int
     begin, end = int(windows["start_ns"].min()), int(windows["end_ns"].max())
     bin_ns = max(1, -(-(end - begin) // columns))
     end = begin + bin_ns * columns
-    lost = np.full((len(cpus), columns), np.nan)
-    for row, cpu in enumerate(cpus):
+
+    def row_of(cpu: int) -> np.ndarray:
         mine = windows.where(cpu=cpu)
         measured = lost_time_series(mine["start_ns"], mine["end_ns"] - mine["start_ns"],
                                     begin, end, bin_ns)
         share = np.zeros(columns)  # exact overlaps add up batch by batch
         for batch in cpu_batches(detours, cpu, "start_ns"):
             share += lost_time_series(batch["start_ns"], batch["duration_ns"], begin, end, bin_ns)
+        lost = np.full(columns, np.nan)
         inside = measured > 0
-        lost[row, inside] = 100.0 * share[inside] / measured[inside]
-    return LostTimeGrid(list(cpus), begin, bin_ns, lost)
+        lost[inside] = 100.0 * share[inside] / measured[inside]
+        return lost
+
+    rows = run_parts(row_of, list(cpus), worker_count(len(cpus)))
+    return LostTimeGrid(list(cpus), begin, bin_ns, np.vstack(rows))
 
 
 @styled

@@ -258,7 +258,7 @@ def time_span(batch: TraceEvents) -> tuple[int, int] | None:
 # the same files at about 0.6 times the cost and 0.65 times the size. A
 # switch's pids and priorities are left plain: their dictionaries cost a
 # fifth of the switches' encoding and saved nothing after compression
-# (docs/benchmarks.md, "The write in workers, a plainer switch table").
+# (docs/benchmarks.md, "The 256-CPU minute in the third session").
 SPOOL_LAYOUT = {
     "events": {"dictionary": ["event", "name", "cpu", "pid"],
                "deltas": ["timestamp_ns", "number"]},
