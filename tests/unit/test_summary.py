@@ -186,5 +186,6 @@ def test_a_cpu_explained_part_by_part_is_explained_as_its_tables_read_whole():
         explanation.add_detours(detours.filter(slice(first, first + 30)))
         explanation.add_causes(causes.filter(slice(2 * first, 2 * first + 60)))
     assert explanation.row(0, trace) == whole
+    assert sum(split.rows for split in explanation._splits) == 6  # the worst three's only
     assert [w["start_ns"] for w in whole["worst"]] == starts[[120, 150, 180]].tolist()
     assert all(len(w["split"]) == 2 for w in whole["worst"])

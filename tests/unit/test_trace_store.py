@@ -132,6 +132,20 @@ def test_spooled_events_read_back_like_the_ones_in_memory(tmp_path, captured_tra
     assert stored.read(7, start, end).events.rows == 0
     assert pq.read_metadata(stored.events_path).num_rows == events.rows
     assert pq.read_metadata(stored.switches_path).num_rows == switches.rows
+    # every column required (no definition levels to encode)
+    for path in (stored.events_path, stored.switches_path):
+        assert not any(field.nullable for field in pq.read_schema(path))
+
+
+def test_a_null_in_a_spooled_event_column_fails_the_write(tmp_path, captured_trace):
+    """The spool's columns are required: a batch with a missing value is
+    refused (the spool's failure), never written as something else."""
+    spool = EventSpool(tmp_path)
+    spool.append(captured_trace)
+    broken = captured_trace.events.filter(slice(0, 3))
+    spool.append_table("events", Table({**broken, "name": np.array(["a", None, "b"], object)}))
+    with pytest.raises(Exception, match="non-nullable"):
+        spool.finish()
 
 
 def test_attribution_is_the_same_from_disk_and_from_memory(tmp_path, captured_trace):

@@ -60,11 +60,12 @@ class CpuExplanation:
 
     def add_causes(self, rows: Table) -> None:
         if self.longest is not None and self.longest.rows:
-            # the rows of the longest so far: a detour that is among the longest at
-            # the end was among them when its rows came
+            # the rows of the longest so far (a detour that is among the longest at
+            # the end was among them when its rows came); none kept for the others
             wanted = self.longest["start_ns"]
-            self._splits = [split.filter(np.isin(split["start_ns"], wanted))
-                            for split in [*self._splits, rows]]
+            kept = (split.filter(np.isin(split["start_ns"], wanted))
+                    for split in [*self._splits, rows])
+            self._splits = [split for split in kept if split.rows]
         if not rows.rows:
             return
         # numbered by hash, the pairs as integers: sorting strings costs ~1 us each
