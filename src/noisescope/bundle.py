@@ -249,9 +249,9 @@ class Bundle:
             self._write_manifest(partial)
             if release_tables:
                 self._park(partial / PARKED)
-            _make_side_by_side([t for t in self._tables.values() if isinstance(t, StoredTable)
-                                and not t.optional])  # samples whole on disk first: a salvage
-            # takes them
+            # the samples whole on disk first (a salvage takes them)
+            _make_side_by_side([t for t in self._tables.values()
+                                if isinstance(t, StoredTable) and not t.optional])
             left_out = self._write_tables(partial, to_make, given_up)
             for name, text in self.files.items():
                 (partial / name).parent.mkdir(parents=True, exist_ok=True)
@@ -427,7 +427,7 @@ def _rescue_directories(destination: Path) -> list[Path]:
 def _make_side_by_side(tables: list[StoredTable]) -> None:
     """Write the files of those `tables` not written yet, in worker processes
     where there are CPUs for them: each file is encoded by one process (a
-    256-CPU minute's detours and their causes are 23 and 40 million rows,
+    256-CPU minute's detours and their causes are 23 and 64 million rows,
     several seconds of Parquet encoding each)."""
     unmade = [table for table in tables if not table.is_ready]
     run_parts(_made, unmade, worker_count(len(unmade)))

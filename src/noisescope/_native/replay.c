@@ -431,7 +431,7 @@ int64_t ns_split_spans(const struct ns_span_split *r)
                 foreign = pid != owner && task >= 0 && r->segment_since[seg] > start;
             } else {
                 int woken = piece_start >= r->woken_at[i];
-                idle = task >= 0 && pid == 0;
+                idle = task >= 0 && pid == NS_IDLE_PID;
                 foreign = pid != owner && task >= 0 && !idle && woken;
                 before = pid != owner && task >= 0 && !idle && !woken;
             }

@@ -123,6 +123,8 @@ struct ns_span_split {
     int64_t *out_span, *out_label, *out_ns, *primary;
 };
 
+enum { NS_IDLE_PID = 0 }; /* the idle task's pid */
+
 /* The rows written (-1: out of memory). */
 int64_t ns_split_spans(const struct ns_span_split *r);
 

@@ -81,7 +81,6 @@ NO_GUEST_ACTIVITY = "no guest activity"
 OUTSIDE_HANDLERS = "outside guest handlers"
 CPU_IDLE = "CPU idle"
 BEFORE_WAKEUP = "before the timer interrupt"
-IDLE_PID = 0
 OWN_SUFFIX = " (own)"  # a timer interrupt's detail when it woke the span's owner
 OWNER_MARGIN_NS = 1_000_000  # events replayed before and after a sleeper's spans
 TICK_FUNCTION_PREFIX = "tick_"  # tick_sched_timer, tick_nohz_handler, tick_nohz_highres_handler
