@@ -389,6 +389,12 @@ def figure_files(report: Report) -> list[tuple[str, plots.Figure]]:
     return [(f"{i:02d}-{f.key}.png", f) for i, f in enumerate(report.figures, 1)]
 
 
+def _write_figures(report: Report, directory: Path) -> None:
+    files = figure_files(report)
+    for (name, _), png in zip(files, rendered([f for _, f in files]), strict=True):
+        _atomic_write(directory / name, png)
+
+
 def render_markdown(report: Report, figure_dir: str) -> str:
     files = {id(f): name for name, f in figure_files(report)}
     lines = [f"# {md_escape(report.title)}", ""]
@@ -473,15 +479,11 @@ def write_report(bundles: list[Bundle], output: str | os.PathLike[str], fmt: str
     elif fmt == "md":
         figure_dir = _figure_dir(out)
         figure_dir.mkdir(exist_ok=True)
-        files = figure_files(report)
-        for (name, _), png in zip(files, rendered([f for _, f in files]), strict=True):
-            _atomic_write(figure_dir / name, png)
+        _write_figures(report, figure_dir)
         _atomic_write(out, render_markdown(report, figure_dir.name).encode())
     elif fmt == "png":
         out.mkdir(exist_ok=True)
-        files = figure_files(report)
-        for (name, _), png in zip(files, rendered([f for _, f in files]), strict=True):
-            _atomic_write(out / name, png)
+        _write_figures(report, out)
     else:
         raise ValueError(f"unknown report format {fmt!r}")
     return out
