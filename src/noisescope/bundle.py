@@ -430,11 +430,7 @@ def _make_side_by_side(tables: list[StoredTable]) -> None:
     256-CPU minute's detours and their causes are 23 and 64 million rows,
     several seconds of Parquet encoding each)."""
     unmade = [table for table in tables if not table.is_ready]
-    run_parts(_made, unmade, worker_count(len(unmade)))
-
-
-def _made(table: StoredTable) -> None:
-    table.ready()
+    run_parts(StoredTable.ready, unmade, worker_count(len(unmade)))
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

@@ -378,11 +378,7 @@ def rendered(figures: list[plots.Figure]) -> list[bytes]:
     """Each figure as PNG, drawn side by side in worker processes where there
     are CPUs for them (matplotlib draws on one CPU: drawing took most of a
     256-CPU scan's report)."""
-    return run_parts(_png, figures, worker_count(len(figures)))
-
-
-def _png(figure: plots.Figure) -> bytes:
-    return figure.png()
+    return run_parts(plots.Figure.png, figures, worker_count(len(figures)))
 
 
 def figure_files(report: Report) -> list[tuple[str, plots.Figure]]:
