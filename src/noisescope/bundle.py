@@ -36,6 +36,7 @@ from .tables import (
     Table,
     dictionary_columns,
     parquet_by_cpu,
+    parquet_parts,
 )
 from .validation import DAMAGED, check_manifest, check_table, table_path
 from .workers import run_parts, worker_count
@@ -289,7 +290,7 @@ class Bundle:
                     pass
                 to_make.remove(name)  # from here on no interrupt announces it left out
                 if name in given_up:  # announced (before it was made, or meanwhile)
-                    file.unlink(missing_ok=True)
+                    _remove_table_file(file)
                     left_out.append(name)
             elif isinstance(table, StoredTable):  # made now if it is not yet (never left out)
                 _link_or_copy(table.ready(), file)  # the caller removes its file
@@ -434,12 +435,29 @@ def _make_side_by_side(tables: list[StoredTable]) -> None:
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
-    """A second name for the file where the filesystem allows (no second copy
-    on disk), else a copy."""
+    """A second name for a table's file where the filesystem allows (no second
+    copy on disk), else a copy; a table in parts (`tables.parquet_parts`): a
+    directory of second names for its parts."""
+    if source.is_dir():  # linked under another name, then renamed: whole or absent
+        linking = target.with_name(f".{target.name}.linking")
+        shutil.rmtree(linking, ignore_errors=True)
+        linking.mkdir()
+        for part in parquet_parts(source):
+            _link_or_copy(part, linking / part.name)
+        os.rename(linking, target)
+        return
     try:
         os.link(source, target)
     except OSError:
         shutil.copyfile(source, target)
+
+
+def _remove_table_file(path: Path) -> None:
+    """A table's file, or its directory of parts, gone."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _json_default(value):
@@ -511,7 +529,7 @@ def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, 
     for name, entry in list(manifest["tables"].items()):
         file = partial / entry["file"]
         if not _whole_parquet(file, entry["rows"]):
-            file.unlink(missing_ok=True)
+            _remove_table_file(file)
             spooled = _spooled_file(partial, entry)
             try:
                 if spooled is not None:
@@ -520,7 +538,7 @@ def salvage_partial(partial: Path, reserved: Path | None = None) -> tuple[Path, 
                     _write_table(ParkedTable(partial / PARKED / name, entry["rows"],
                                              entry["columns"]), file)
             except Exception:  # noqa: BLE001 - parked files cut short in any way: the table is lost
-                file.unlink(missing_ok=True)
+                _remove_table_file(file)
                 missing.append(name)
                 del manifest["tables"][name]
     pid = partial.name.rsplit("-", 1)[1]
@@ -556,12 +574,13 @@ def _spooled_file(partial: Path, entry: dict) -> Path | None:
 
 
 def _whole_parquet(path: Path, rows: int) -> bool:
-    """Whether `path` is a complete Parquet file of `rows` rows."""
+    """Whether `path` is a complete Parquet file (or directory of parts) of `rows` rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    parts = parquet_parts(path)
     try:
-        return pq.read_metadata(path).num_rows == rows
+        return bool(parts) and sum(pq.read_metadata(part).num_rows for part in parts) == rows
     except (OSError, pa.ArrowException):
         return False
 
@@ -636,7 +655,12 @@ def _schema_3(manifest: dict) -> None:
                                     difference["nodes"].items()}
 
 
-UPGRADES = {1: _schema_2, 2: _schema_3}  # schema N -> N + 1, applied in memory on load
+def _schema_4(manifest: dict) -> None:
+    """Schema 3 -> 4: nothing to change; a table's file may now also be a
+    directory of Parquet parts (which a reader of schema 3 would not read)."""
+
+
+UPGRADES = {1: _schema_2, 2: _schema_3, 3: _schema_4}  # schema N -> N + 1, applied in memory on load
 
 
 def upgrade(manifest: dict) -> None:

@@ -23,7 +23,7 @@ else:
 
 from . import __version__
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Tool(TypedDict):

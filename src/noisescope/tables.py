@@ -130,12 +130,18 @@ class Table(Mapping[str, np.ndarray]):
         whole table's (a 256-CPU minute has 23 million detours)."""
         import pyarrow.parquet as pq
 
-        file = pq.ParquetFile(path)
-        names = file.schema_arrow.names if columns is None else list(columns)
-        missing = set(names) - set(file.schema_arrow.names)
+        files = [pq.ParquetFile(part) for part in parquet_parts(path)]
+        schema = files[0].schema_arrow
+        names = schema.names if columns is None else list(columns)
+        missing = set(names) - set(schema.names)
         if missing:
             raise ValueError(f"{path} has no column {', '.join(sorted(missing))}")
-        return cls({name: _numpy_column(file.read(columns=[name]).column(0)) for name in names})
+
+        def column(name: str) -> np.ndarray:
+            parts = [_numpy_column(file.read(columns=[name]).column(0)) for file in files]
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+        return cls({name: column(name) for name in names})
 
     def to_pandas(self):
         import pandas as pd
@@ -325,36 +331,50 @@ def parquet_by_cpu(path: Path, columns: Iterable[str]) -> SpooledTable:
     import pyarrow.parquet as pq
 
     names = list(dict.fromkeys(["cpu", *columns]))
-    file = pq.ParquetFile(path)
-    missing = set(names) - set(file.schema_arrow.names)
+    parts = parquet_parts(path)
+    schema = pq.read_schema(parts[0])
+    missing = set(names) - set(schema.names)
     if missing:
         raise ValueError(f"{path} has no column {', '.join(sorted(missing))}")
-    cpu_column = file.schema_arrow.get_field_index("cpu")
-    groups: dict[int, list[tuple[int, bool]]] = {}  # cpu -> (row group, of it alone)
+    cpu_column = schema.get_field_index("cpu")
+    # cpu -> (part, row group, of it alone)
+    groups: dict[int, list[tuple[int, int, bool]]] = {}
     rows: dict[int, int] = {}
-    for index in range(file.metadata.num_row_groups):
-        group = file.metadata.row_group(index)
-        stats = group.column(cpu_column).statistics
-        if stats is not None and stats.has_min_max and stats.min == stats.max:
-            found = {int(stats.min): group.num_rows}
-        else:
-            cpus = file.read_row_group(index, columns=["cpu"]).column(0).to_numpy()
-            found = dict(zip(*(a.tolist() for a in np.unique(cpus, return_counts=True)),
-                             strict=True))
-        for cpu, count in found.items():
-            groups.setdefault(cpu, []).append((index, len(found) == 1))
-            rows[cpu] = rows.get(cpu, 0) + count
+    for number, part in enumerate(parts):
+        file = pq.ParquetFile(part)
+        for index in range(file.metadata.num_row_groups):
+            group = file.metadata.row_group(index)
+            stats = group.column(cpu_column).statistics
+            if stats is not None and stats.has_min_max and stats.min == stats.max:
+                found = {int(stats.min): group.num_rows}
+            else:
+                cpus = file.read_row_group(index, columns=["cpu"]).column(0).to_numpy()
+                found = dict(zip(*(a.tolist() for a in np.unique(cpus, return_counts=True)),
+                                 strict=True))
+            for cpu, count in found.items():
+                groups.setdefault(cpu, []).append((number, index, len(found) == 1))
+                rows[cpu] = rows.get(cpu, 0) + count
 
     def batches_of(cpu: int) -> CpuBatches:
         def batches() -> Iterator[Table]:
-            reader = pq.ParquetFile(path)
-            for index, alone in groups[cpu]:
-                batch = Table.from_arrow(reader.read_row_group(index, columns=names))
+            readers: dict[int, Any] = {}
+            for number, index, alone in groups[cpu]:
+                if number not in readers:
+                    readers[number] = pq.ParquetFile(parts[number])
+                batch = Table.from_arrow(readers[number].read_row_group(index, columns=names))
                 yield batch if alone else batch.where(cpu=cpu)
         return batches
 
-    empty = Table.from_arrow(file.schema_arrow.empty_table().select(names))
+    empty = Table.from_arrow(schema.empty_table().select(names))
     return SpooledTable.of(path, empty, [(cpu, rows[cpu], batches_of(cpu)) for cpu in sorted(groups)])
+
+
+def parquet_parts(path: Path) -> list[Path]:
+    """The Parquet files that hold a table: its file, or the parts of a table
+    written in parts (a directory of `*.parquet` files, in the order of their
+    names: a scan's event tables, each CPU's events written by the process
+    that decoded them). A part under another name (`.partial`) is not one yet."""
+    return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
 
 
 def dictionary_columns(schema) -> list[str]:

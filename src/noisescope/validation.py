@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import UsageError
+from .tables import parquet_parts
 
 DAMAGED = "the bundle is damaged; re-run the measurement"
 MESSAGE_LIMIT = 200  # characters of a schema error quoted in the one-line error
@@ -118,14 +119,21 @@ def check_manifest(manifest: dict, path: Path) -> None:
 
 
 def table_path(root: Path, name: str, entry: dict) -> Path:
-    """The file of table `name`: a regular file inside the bundle directory."""
+    """The file of table `name`: a regular file inside the bundle directory,
+    or a directory of Parquet parts (`tables.parquet_parts`)."""
     path = root / entry["file"]
     if not path.resolve().is_relative_to(root.resolve()):
         raise UsageError(f"{path}: table {name} lies outside the bundle", DAMAGED)
-    if not path.is_file():
+    if not (path.is_file() or path.is_dir()):
         what = "is missing" if not path.exists() else "is not a file"
         raise UsageError(f"{path}: table {name} {what}", DAMAGED)
+    if path.is_dir() and not parquet_parts(path):
+        raise UsageError(f"{path}: table {name} is a directory without Parquet parts", DAMAGED)
     return path
+
+
+def _columns(schema) -> list[tuple[str, object]]:
+    return [(field.name, field.type) for field in schema]
 
 
 def check_table(path: Path, name: str, entry: dict) -> None:
@@ -134,18 +142,24 @@ def check_table(path: Path, name: str, entry: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    try:
-        metadata = pq.read_metadata(path)
-        schema = metadata.schema.to_arrow_schema()
-    except (OSError, pa.ArrowException) as error:
-        raise UsageError(f"table {path} is unreadable (not Parquet: {_first_line(error)})",
-                         DAMAGED) from None
+    rows, schema = 0, None
+    for part in parquet_parts(path):
+        try:
+            metadata = pq.read_metadata(part)
+            found = metadata.schema.to_arrow_schema()
+        except (OSError, pa.ArrowException) as error:
+            raise UsageError(f"table {part} is unreadable (not Parquet: {_first_line(error)})",
+                             DAMAGED) from None
+        if schema is not None and _columns(found) != _columns(schema):
+            raise UsageError(f"{part}: this part of table {name} has other columns than the "
+                             f"first", DAMAGED)
+        rows, schema = rows + metadata.num_rows, found
     columns = {field.name: field.type for field in schema}
-    if sorted(columns) != sorted(entry["columns"]) or metadata.num_rows != entry["rows"]:
-        raise UsageError(f"{path}: table {name} holds {metadata.num_rows} rows of columns "
+    if sorted(columns) != sorted(entry["columns"]) or rows != entry["rows"]:
+        raise UsageError(f"{path}: table {name} holds {rows} rows of columns "
                          f"{', '.join(columns) or '(none)'}, the manifest says {entry['rows']} rows "
                          f"of {', '.join(entry['columns']) or '(none)'}", DAMAGED)
-    if not columns and not metadata.num_rows:
+    if not columns and not rows:
         return  # an empty table written without columns (a scan without injections)
     for column, expected in TABLE_COLUMNS.get(name, {}).items():
         optional = expected.endswith("?") or column.endswith("*")

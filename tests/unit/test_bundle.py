@@ -6,6 +6,8 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.parquet as pq
 import pytest
 
 import noisescope
@@ -451,6 +453,39 @@ def test_a_scan_manifest_needs_a_list_of_cpus(tmp_path):
         noisescope.load(Bundle(manifest).write(tmp_path / "b"))
 
 
+def _in_parts(path, name, damage):
+    """The table's file made a directory of two parts, each of its rows (twice
+    the rows the manifest says), then `damage(first, second)`."""
+    file = path / f"{name}.parquet"
+    arrow = pq.read_table(file)
+    file.unlink()
+    file.mkdir()
+    first, second = file / "000000.parquet", file / "000001.parquet"
+    pq.write_table(arrow, first)
+    pq.write_table(arrow, second)
+    damage(first, second)
+
+
+def test_a_table_in_parts_loads_as_one(tmp_path):
+    """A table's file may be a directory of Parquet parts (a scan's events:
+    a part each CPU): read whole, by CPU, and checked as one table; parts
+    not yet whole (`.partial`) are not read."""
+    path = written(tmp_path, tables={"detours": Table({
+        "cpu": np.array([0, 0, 1], np.int32), "start_ns": np.array([5, 9, 7]),
+        "duration_ns": np.array([1, 2, 3])})})
+    whole = pq.read_table(path / "detours.parquet")
+    (path / "detours.parquet").unlink()
+    (path / "detours.parquet").mkdir()
+    for number, cpu in enumerate((0, 1)):
+        pq.write_table(whole.filter(pa.compute.equal(whole["cpu"], cpu)),
+                       path / "detours.parquet" / f"00000{number}.parquet")
+    pq.write_table(whole, path / "detours.parquet" / "000002.parquet.partial")
+    by_cpu = noisescope.load(path).table_by_cpu("detours", ("start_ns",))
+    assert [batch["start_ns"].tolist() for cpu in (0, 1) for batch in by_cpu.batches(cpu)] == [
+        [5, 9], [7]]
+    assert noisescope.load(path).table("detours")["start_ns"].tolist() == [5, 9, 7]
+
+
 def _rewrite(path, name, arrow):
     import pyarrow.parquet as pq
 
@@ -460,7 +495,13 @@ def _rewrite(path, name, arrow):
 @pytest.mark.parametrize("damage, words", [
     (lambda p: (p / "timerlat_histogram.parquet").unlink(), "is missing"),
     (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
-                (p / "timerlat_histogram.parquet").mkdir()), "is not a file"),
+                (p / "timerlat_histogram.parquet").mkdir()), "a directory without Parquet parts"),
+    (lambda p: _in_parts(p, "timerlat_histogram", lambda first, second: second.write_bytes(
+        b"PAR1garbage")), "000001.parquet is unreadable"),
+    (lambda p: _in_parts(p, "timerlat_histogram", lambda first, second: pq.write_table(
+        pa.table({"x": [1]}), second)), "has other columns than the first"),
+    (lambda p: _in_parts(p, "timerlat_histogram", lambda first, second: None),
+     "holds 2 rows"),
     (lambda p: (p / "timerlat_histogram.parquet").write_bytes(b"PAR1garbage"), "is unreadable"),
     (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
                 (p / "timerlat_histogram.parquet").symlink_to("/etc/passwd")), "outside"),

@@ -33,7 +33,7 @@ def written(tmp_path_factory):
 
 def test_the_rows_per_rank_and_cpu_are_tables_and_the_manifest_keeps_the_fleet(written):
     manifest = json.loads((written / "manifest.json").read_text())
-    assert manifest["schema_version"] == SCHEMA_VERSION == 3
+    assert manifest["schema_version"] == SCHEMA_VERSION == 4
     assert sorted(manifest["summaries"]) == ["alignment", "differences", "distribution", "fleet"]
     assert "system" not in manifest
     assert sorted(manifest["tables"]) == sorted([FINDINGS_TABLE, "windows", SUMMARY_TABLE + "ranks",
@@ -92,13 +92,13 @@ def shown(bundle) -> list[str]:
     return console.file.getvalue().splitlines()
 
 
-def test_a_fleet_of_schema_3_is_refused_by_a_reader_of_schema_2_with_one_line(written,
-                                                                               monkeypatch):
+def test_a_fleet_of_this_schema_is_refused_by_a_reader_of_the_one_before_with_one_line(
+        written, monkeypatch):
     import noisescope.bundle
 
-    monkeypatch.setattr(noisescope.bundle, "SCHEMA_VERSION", 2)
-    with pytest.raises(UsageError, match="written by a newer noisescope .schema 3, this one "
-                                         "reads up to 2.") as error:
+    monkeypatch.setattr(noisescope.bundle, "SCHEMA_VERSION", SCHEMA_VERSION - 1)
+    with pytest.raises(UsageError, match=f"written by a newer noisescope .schema {SCHEMA_VERSION}, "
+                                         f"this one reads up to {SCHEMA_VERSION - 1}.") as error:
         noisescope.load(written)
     assert "\n" not in str(error.value)
 

@@ -45,7 +45,7 @@ def schema_1_scan(**changes) -> dict:
 def test_a_schema_1_scan_loads_with_ticks_named_ticks_and_the_cut_off_in_ns(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps(schema_1_scan()))
     bundle = noisescope.load(tmp_path)
-    assert bundle.manifest["schema_version"] == SCHEMA_VERSION == 3  # through 2
+    assert bundle.manifest["schema_version"] == SCHEMA_VERSION == 4  # through 2 and 3
     s = bundle.summaries["detour"][0]
     assert s["resolution_ticks"] == 26 and s["hourglass_gaps"] == 123
     assert s["mean_gap_ns"] == pytest.approx(25.0)  # 1 s over 40 million reads

@@ -16,7 +16,7 @@ import noisescope
 from noisescope.bundle import Bundle
 from noisescope.clock import MeasurementClock
 from noisescope.errors import UsageError
-from noisescope.tables import StoredTable, Table
+from noisescope.tables import StoredTable, Table, parquet_parts
 from noisescope.trace import attribute
 from noisescope.trace.events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from noisescope.trace.session import MAX_BUFFER_KB, MIN_BUFFER_KB, TraceClock, buffer_kb_for
@@ -130,11 +130,16 @@ def test_spooled_events_read_back_like_the_ones_in_memory(tmp_path, captured_tra
     for name in switches.columns:
         assert np.array_equal(from_disk.switches[name], in_memory.switches[name]), name
     assert stored.read(7, start, end).events.rows == 0
-    assert pq.read_metadata(stored.events_path).num_rows == events.rows
-    assert pq.read_metadata(stored.switches_path).num_rows == switches.rows
-    # every column required (no definition levels to encode)
-    for path in (stored.events_path, stored.switches_path):
-        assert not any(field.nullable for field in pq.read_schema(path))
+    # each table a directory of parts: one a CPU (the two batches of one CPU in one part)
+    cpus = sorted(set(events["cpu"].tolist()))
+    for path, table in ((stored.events_path, events), (stored.switches_path, switches)):
+        parts = parquet_parts(path)
+        assert path.is_dir() and len(parts) == len(cpus)
+        assert [pq.read_table(part)["cpu"].unique().to_pylist() for part in parts] == [
+            [cpu] for cpu in cpus]
+        assert sum(pq.read_metadata(part).num_rows for part in parts) == table.rows
+        # every column required (no definition levels to encode)
+        assert not any(field.nullable for part in parts for field in pq.read_schema(part))
 
 
 def test_a_null_in_a_spooled_event_column_fails_the_write(tmp_path, captured_trace):
@@ -171,9 +176,9 @@ def test_a_stop_while_the_spool_waits_for_its_writer_ends_the_wait_only_once_it_
     import signal
     import threading
 
-    from noisescope.trace.store import _SpoolFile
+    from noisescope.trace.store import _Part
 
-    write = _SpoolFile._write
+    write = _Part._write
     writes = {"begun": 0, "done": 0}  # by both files' threads
     writing, handled, release = threading.Event(), threading.Event(), threading.Event()
 
@@ -194,7 +199,7 @@ def test_a_stop_while_the_spool_waits_for_its_writer_ends_the_wait_only_once_it_
         handled.wait()
         release.set()
 
-    monkeypatch.setattr(_SpoolFile, "_write", held_write)
+    monkeypatch.setattr(_Part, "_write", held_write)
     spool = EventSpool(tmp_path)
     spool.append(captured_trace)
     previous = signal.signal(signal.SIGINT, on_sigint)
@@ -427,18 +432,18 @@ def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
 
     from noisescope import interrupts
     from noisescope.trace.scanning import ScanTracing, TraceOptions
-    from noisescope.trace.store import _SpoolFile
+    from noisescope.trace.store import _Part
 
     stop_in_second = trouble == "stop"
     if trouble == "disk full":
-        write, failures = _SpoolFile._write, [OSError(errno.ENOSPC, "No space left on device")]
+        write, failures = _Part._write, [OSError(errno.ENOSPC, "No space left on device")]
 
         def failing_write(self, *args):
             if failures:
                 raise failures.pop()
             return write(self, *args)
 
-        monkeypatch.setattr(_SpoolFile, "_write", failing_write)
+        monkeypatch.setattr(_Part, "_write", failing_write)
 
     session, recordings = _two_recordings(tmp_path, monkeypatch)
     workdir = tmp_path / "work"
@@ -467,7 +472,8 @@ def test_a_scan_spools_its_events_in_the_first_pass_and_never_half_a_recording(
     recorded = len(tracing.captures)
     for name, rows in (("events", whole.event_count), ("sched_switch", whole.switch_count)):
         assert rows > 0 and stored[name].rows == recorded * rows
-        assert pq.ParquetFile(stored[name].ready()).metadata.num_rows == recorded * rows
+        assert sum(pq.read_metadata(part).num_rows
+                   for part in parquet_parts(stored[name].ready())) == recorded * rows
 
 
 def test_what_covers_a_range_is_found_by_bisection_as_by_looking_at_each():

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
@@ -259,27 +258,28 @@ def _in_batches_of_4_pages(monkeypatch) -> None:
 
 @pytest.mark.parametrize("killed", [False, True])
 def test_cpus_decoded_side_by_side_spool_what_one_process_spools(tmp_path, monkeypatch, killed):
-    """The first decoding pass with its CPUs in 2 and 3 worker processes: the
-    spool's files hold what one process decoding every CPU in turn writes, row
-    for row and row group for row group, and the recording's tally (counts,
-    batches of pages, names, coverage) is the same. Killed: the worker of CPU 2
-    dies once that CPU's streams are written, and the scan's own process decodes
-    it again (its events are spooled once)."""
+    """The first decoding pass with its CPUs in 2 and 3 worker processes, each
+    writing its CPUs' parts of the spool's tables: the parts hold what one
+    process decoding every CPU in turn writes, part for part, row for row and
+    row group for row group, and the recording's tally (counts, batches of
+    pages, names, coverage) is the same. Killed: the worker of CPU 2 dies once
+    that CPU's parts are written, and the scan's own process decodes it again
+    (its events are spooled once)."""
     import pyarrow.parquet as pq
 
-    from noisescope.trace import handoff
-    from noisescope.trace.store import EventSpool
+    from noisescope.tables import parquet_parts
+    from noisescope.trace.store import CpuParts, EventSpool
 
     if killed:
-        close, parent = handoff.StreamWriter.close, os.getpid()
+        close, parent = CpuParts.close, os.getpid()
 
         def dying_close(self):
             close(self)
-            if os.getpid() != parent and self.cpu == 2:
+            if os.getpid() != parent and self._parts["events"].path.name == "000002.parquet":
                 (tmp_path / f"killed-{os.getpid()}").touch()
                 os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
 
-        monkeypatch.setattr(handoff.StreamWriter, "close", dying_close)
+        monkeypatch.setattr(CpuParts, "close", dying_close)
     _in_batches_of_4_pages(monkeypatch)
     session, recording = _four_cpu_recording(tmp_path)
     results = {}
@@ -289,88 +289,59 @@ def test_cpus_decoded_side_by_side_spool_what_one_process_spools(tmp_path, monke
         if workers == 1:
             capture = session.decode(recording, spool.append)
         else:
-            capture = session.decode_side_by_side(recording, spool.append_table, workers,
-                                                  tmp_path / f"handoff-{workers}")
-            assert not (tmp_path / f"handoff-{workers}").exists()
+            capture, failure = session.decode_side_by_side(
+                recording, spool.reserve_parts(len(recording.pages)), workers)
+            assert failure is None
         source = spool.finish()
-        files = [pq.ParquetFile(path) for path in (source.events_path, source.switches_path)]
+        parts = [[pq.ParquetFile(part) for part in parquet_parts(path)]
+                 for path in (source.events_path, source.switches_path)]
         results[workers] = (
-            [f.read().to_pydict() for f in files],
-            [[f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
-             for f in files],
+            [[f.read().to_pydict() for f in files] for files in parts],
+            [[[f.metadata.row_group(i).num_rows for i in range(f.metadata.num_row_groups)]
+              for f in files] for files in parts],
             (capture.event_count, capture.switch_count, capture.missed_pages,
              sorted(capture.event_names), [(b.cpu, b.offset, b.size, b.first_ns, b.last_ns)
                                            for b in capture.batches],
              {name: capture.coverage[name].tolist() for name in capture.coverage.columns}))
     assert len(list(tmp_path.glob("killed-*"))) == (2 if killed else 0)  # one per run
     (events, switches), _, (event_count, switch_count, *_) = results[1]
-    assert event_count > 4000 and len(events["cpu"]) == event_count
-    assert sorted(set(events["cpu"])) == [0, 1, 2, 3] and len(switches["cpu"]) == switch_count
+    assert [part["cpu"][0] for part in events] == [0, 1, 2, 3]  # a part a CPU, in order
+    assert sum(len(part["cpu"]) for part in events) == event_count > 4000
+    assert sum(len(part["cpu"]) for part in switches) == switch_count
     assert len({b[0] for b in results[1][2][4]}) == 4 and len(results[1][2][4]) > 8
     assert results[2] == results[1] and results[3] == results[1]
 
 
-def test_a_worker_never_decodes_far_ahead_of_the_feeding(tmp_path, monkeypatch):
-    """With the feeding held up, the workers decode about AHEAD CPUs (their
-    streams waiting), then wait; fed, they go on, and every CPU is spooled."""
-    from noisescope.trace import handoff
-    from noisescope.trace.store import EventSpool
+def test_a_worker_that_cannot_write_its_parts_decodes_on_and_the_spool_is_given_up(
+        tmp_path, monkeypatch):
+    """A write error in a worker (a full disk) ends neither the decoding nor
+    the other workers: the recording is counted whole, the error comes back,
+    its parts are gone, and the scan gives the spool up (it spools the events
+    again when the bundle needs them)."""
+    import errno
 
-    monkeypatch.setattr(handoff, "AHEAD", 2)
+    from noisescope.trace.store import EventSpool, _Part
+
+    write = _Part._write
+
+    def full_for_cpu_1(self, arrow):
+        if self.path.name == "000001.parquet":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(self, arrow)
+
+    monkeypatch.setattr(_Part, "_write", full_for_cpu_1)
     _in_batches_of_4_pages(monkeypatch)
     session, recording = _four_cpu_recording(tmp_path)
-    directory = tmp_path / "handoff"
+    whole = session.decode(recording)
     spool = EventSpool(tmp_path / "spool")
     spool.directory.mkdir()
-    waiting = []
-
-    def slow_feed(name, table):
-        if not waiting:  # the first CPU's first batch: what the workers decoded meanwhile
-            time.sleep(1.0)
-            waiting.append(len(list(directory.glob("*.events.arrow"))))
-        spool.append_table(name, table)
-
-    capture = session.decode_side_by_side(recording, slow_feed, 2, directory)
-    # CPUs 0 and 2 go to one worker, 1 and 3 to the other: both decoded one, neither went on
-    # to the last two (two workers may pass the check at once: AHEAD + 1 at the most)
-    assert 2 <= waiting[0] <= handoff.AHEAD + 1 < len(recording.pages)
-    source = spool.finish()
-    import pyarrow.parquet as pq
-
-    assert pq.ParquetFile(source.events_path).metadata.num_rows == capture.event_count
-
-
-def test_a_stop_while_the_feeding_is_awaited_ends_the_feeding_before_it_is_passed_on(tmp_path):
-    """A Ctrl-C while the scan's process waits for the feeding thread to
-    finish: by the time stop() passes it on (and the caller gives the spool
-    up), the thread has stopped, after the batch it was feeding."""
-    import pyarrow as pa
-
-    from noisescope.trace import handoff
-
-    directory = tmp_path / "handoff"
-    directory.mkdir()
-    one = pa.table({"cpu": pa.array([0], pa.int32())})
-    for table, batches in (("sched_switch", 0), ("events", 40)):  # events last: the sign
-        with pa.OSFile(str(handoff.stream_path(directory, 0, table)), "wb") as sink:
-            with pa.ipc.new_stream(sink, one.schema) as writer:
-                for _ in range(batches):
-                    writer.write_table(one)
-    fed = []
-
-    def slow_feed(name, table):
-        time.sleep(0.05)
-        fed.append(name)
-
-    feeder = handoff.Feeder(directory, [0], slow_feed)
-    feeder.start()
-    ctrl_c = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
-    ctrl_c.start()
-    with pytest.raises(KeyboardInterrupt):
-        feeder.stop(finished=True)
-    stopped_at = len(fed)
-    time.sleep(0.2)
-    assert len(fed) == stopped_at and 0 < stopped_at < 40  # none fed after stop() passed it on
+    capture, failure = session.decode_side_by_side(recording, spool.reserve_parts(4), 2)
+    assert isinstance(failure, OSError) and failure.errno == errno.ENOSPC
+    assert (capture.event_count, capture.switch_count) == (whole.event_count, whole.switch_count)
+    written = sorted(p.name for p in (tmp_path / "spool" / "events.parquet.partial").iterdir())
+    assert written == ["000000.parquet", "000002.parquet", "000003.parquet"]  # none half-made
+    spool.discard()
+    assert not list((tmp_path / "spool").iterdir())
 
 
 @pytest.mark.parametrize("workers,killed,stepped_back", [
@@ -429,8 +400,7 @@ def test_detours_explained_while_the_pages_are_decoded_are_those_explained_after
     if workers == 1:
         capture = session.decode(recording, spool.append, along)
     else:
-        capture = session.decode_side_by_side(recording, spool.append_table, workers,
-                                              tmp_path / "handoff", along)
+        capture, _ = session.decode_side_by_side(recording, spool.reserve_parts(4), workers, along)
     spool.finish()
     assert len(list(tmp_path.glob("killed-*"))) == (1 if killed else 0)
     for cpu in recording.pages:

@@ -49,7 +49,12 @@ class CpuExplanation:
 
     def add_detours(self, batch: Table) -> None:
         if self.worst:
-            picked = np.argsort(-batch["duration_ns"], kind="stable")[:self.worst]
+            durations = batch["duration_ns"]
+            # the rows as long as the worst-th longest at least (a partition, not a sort of
+            # the part's thousands), then the longest of them, the earlier of equal ones
+            rows = np.arange(batch.rows) if batch.rows <= self.worst else np.flatnonzero(
+                durations >= np.partition(durations, batch.rows - self.worst)[-self.worst])
+            picked = rows[np.argsort(-durations[rows], kind="stable")][:self.worst]
             candidates = Table({**batch.filter(picked), "place": picked + self.count})
             longest = (candidates if self.longest is None
                        else Table.concat([self.longest, candidates]))

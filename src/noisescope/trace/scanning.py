@@ -47,7 +47,7 @@ from .events import EVENT_COLUMNS, SWITCH_COLUMNS, TraceEvents
 from .explain import WORST_PER_CPU, CpuExplanation, attribution_summary
 from .osnoise import OSNOISE_CLASSES
 from .session import FAULT_FILTER, Capture, Recording, TraceSession
-from .store import EventSource, EventSpool, OutOfOrder, StreamedEvents
+from .store import CpuParts, EventSource, EventSpool, OutOfOrder, StreamedEvents
 from .tracefs import TracingUnavailable
 from .wakeups import DEFAULT_THRESHOLD_NS as DEFAULT_WAKEUP_THRESHOLD_NS
 from .wakeups import explain_late_wakeups
@@ -71,15 +71,20 @@ class _FirstPassSpool:
         self.spool, self.failed = spool, False
 
     def append(self, batch: TraceEvents) -> None:
-        self.append_table("events", batch.events)
-        self.append_table("sched_switch", batch.switches)
-
-    def append_table(self, name: str, table) -> None:
         if not self.failed:
             try:
-                self.spool.append_table(name, table)
+                self.spool.append(batch)
             except OSError:
                 self.give_up()
+
+    def reserve_parts(self, count: int) -> Callable[[int], CpuParts] | None:
+        """The parts of `count` CPUs for worker processes to write (None: given up)."""
+        if not self.failed:
+            try:
+                return self.spool.reserve_parts(count)
+            except OSError:
+                self.give_up()
+        return None
 
     def finish(self) -> bool:
         """Close the files; whether they are whole."""
@@ -94,9 +99,6 @@ class _FirstPassSpool:
     def give_up(self) -> None:
         self.failed = True
         self.spool.discard()
-
-    def wait_idle(self) -> None:
-        self.spool.wait_idle()
 
 
 @dataclass(frozen=True)
@@ -293,9 +295,12 @@ class ScanTracing:
         if spool is None or workers <= 1 or self.session.layout is None:
             return self.session.decode(recording, spool.append if spool is not None else None,
                                        along)
-        spool.wait_idle()  # the workers are forked: no thread may be busy
-        return self.session.decode_side_by_side(recording, spool.append_table, workers,
-                                                self.workdir / "handoff", along)
+        # (the spool's threads idle: the workers are forked, and write the parts themselves)
+        capture, failure = self.session.decode_side_by_side(
+            recording, spool.reserve_parts(len(recording.pages)), workers, along)
+        if failure is not None:
+            spool.give_up()
+        return capture
 
     def _explain_along(self, tables: dict) -> _ExplainAlong | None:
         """How the first decoding pass explains the detours as it goes, where

@@ -40,7 +40,7 @@ from ..memory import available_kib
 from ..tables import Table
 from ..units import cpumask_text, format_size_kib
 from ..workers import run_parts
-from . import handoff, osnoise
+from . import osnoise
 from .events import (
     SCHED_SWITCH,
     TRACEPOINTS,
@@ -55,7 +55,7 @@ from .events import (
     parse_text,
 )
 from .osnoise import osnoise_classes
-from .store import PageBatch, RecordedEvents, time_span
+from .store import CpuParts, PageBatch, RecordedEvents, time_span
 from .tracefs import (
     DEFAULT_MOUNTPOINT,
     Instance,
@@ -418,40 +418,35 @@ class TraceSession:
             capture.read_along = made
         return capture
 
-    def decode_side_by_side(self, recording: Recording, feed: handoff.Feed, workers: int,
-                            directory: Path, read_along: ReadAlong | None = None) -> Capture:
-        """decode(), its CPUs in `workers` processes (raw pages only): their
-        events go to `feed` (a table's name and a batch of it, an Arrow table)
-        in CPU order, through Arrow streams in `directory` (trace.handoff);
-        `read_along` reads them in the worker too, as in decode()."""
+    def decode_side_by_side(self, recording: Recording, parts: Callable[[int], CpuParts] | None,
+                            workers: int, read_along: ReadAlong | None = None
+                            ) -> tuple[Capture, OSError | None]:
+        """decode(), its CPUs in `workers` processes (raw pages only), each
+        writing its CPU's events where `parts` (the k-th CPU's parts of the
+        spool's tables: `EventSpool.reserve_parts`) says, if given;
+        `read_along` reads them in the worker too, as in decode(). Returns
+        the capture and the first of the workers' write errors (their parts
+        are then incomplete)."""
         assert self.layout is not None
         cpus = list(recording.pages)
-        parent = os.getpid()
-        directory.mkdir(exist_ok=True)
 
-        def decode_cpu(cpu: int) -> tuple[_Tally, object]:
-            handoff.wait_for_room(directory, parent)
-            streams = handoff.StreamWriter(directory, cpu)
-            done = self._decode_pages(self.raw_decoder(), cpu, recording.pages[cpu], streams,
-                                      read_along)
-            streams.close()
-            return done
+        def decode_cpu(k: int) -> tuple[_Tally, object, OSError | None]:
+            cpu = cpus[k]
+            written = parts(k) if parts is not None else None
+            tally, made = self._decode_pages(self.raw_decoder(), cpu, recording.pages[cpu],
+                                             written or (lambda batch: None), read_along)
+            if written is not None:
+                written.close()
+            return tally, made, written.failure if written is not None else None
 
-        feeder = handoff.Feeder(directory, cpus, feed)
-        finished = False
-        try:
-            decoded = run_parts(decode_cpu, cpus, workers, forked=feeder.start)
-            finished = True
-        finally:
-            feeder.stop(finished)
-            shutil.rmtree(directory, ignore_errors=True)
+        decoded = run_parts(decode_cpu, range(len(cpus)), workers)
         tally = _Tally()
-        for part, _ in decoded:
+        for part, _, _ in decoded:
             tally.merge(part)
         capture = self._capture(recording, tally, None)
         if read_along is not None:
-            capture.read_along = {cpu: made for cpu, (_, made) in zip(cpus, decoded, strict=True)}
-        return capture
+            capture.read_along = {cpu: made for cpu, (_, made, _) in zip(cpus, decoded, strict=True)}
+        return capture, next((failure for _, _, failure in decoded if failure is not None), None)
 
     def _decode_pages(self, decoder: RawDecoder, cpu: int, path: Path,
                       sink: Callable[[TraceEvents], None], read_along: ReadAlong | None = None

@@ -20,14 +20,15 @@ import bisect
 import itertools
 import os
 import queue
+import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from .. import interrupts
-from ..tables import ROW_GROUP_ROWS, Table, joined_arrow
+from ..tables import ROW_GROUP_ROWS, Table, joined_arrow, parquet_parts
 from .events import RawDecoder, TraceEvents
 
 QUEUED_BATCHES = 2  # decoded batches waiting for the spool's writer thread
@@ -86,23 +87,28 @@ class _Overlaps:
 
 
 class _RowGroups:
-    """A Parquet file and the CPU and time range of each of its row groups."""
+    """A table's Parquet files (`parquet_parts`) and the CPU and time range of
+    each of their row groups."""
 
     def __init__(self, path: Path):
         import pyarrow.parquet as pq
 
-        self.file = pq.ParquetFile(path)
-        self._last: tuple[tuple[int, ...] | None, Table | None] = (None, None)
-        meta = self.file.metadata
-        self.rows = meta.num_rows
-        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-        cpu, ts = names.index("cpu"), names.index("timestamp_ns")
+        self.files = [pq.ParquetFile(part) for part in parquet_parts(path)]
+        self._last: tuple[tuple[tuple[int, int], ...] | None, Table | None] = (None, None)
+        self.groups: list[tuple[int, int]] = []  # (file, row group) by number
         self.ranges = []
-        for i in range(meta.num_row_groups):
-            group = meta.row_group(i)
-            c, t = group.column(cpu).statistics, group.column(ts).statistics
-            self.ranges.append((c.min, c.max, t.min, t.max) if c is not None and t is not None
-                               and c.has_min_max and t.has_min_max else None)
+        self.rows = 0
+        for number, file in enumerate(self.files):
+            meta = file.metadata
+            self.rows += meta.num_rows
+            names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+            cpu, ts = names.index("cpu"), names.index("timestamp_ns")
+            for i in range(meta.num_row_groups):
+                group = meta.row_group(i)
+                c, t = group.column(cpu).statistics, group.column(ts).statistics
+                self.groups.append((number, i))
+                self.ranges.append((c.min, c.max, t.min, t.max) if c is not None and t is not None
+                                   and c.has_min_max and t.has_min_max else None)
         # the row groups of one CPU (the spool's) indexed by CPU; the others (several
         # CPUs, no statistics) looked at for every read
         by_cpu: dict[int, list[int]] = {}
@@ -120,20 +126,27 @@ class _RowGroups:
         found = {own[k] for k in overlaps.find(start_ns, end_ns)} if overlaps else set()
         found.update(i for i in self._shared if (r := self.ranges[i]) is None or (
             r[0] <= cpu <= r[1] and r[2] <= end_ns and r[3] >= start_ns))
-        groups = tuple(sorted(found))
+        groups = tuple(self.groups[i] for i in sorted(found))
         if groups != self._last[0]:  # consecutive chunks of a CPU often share row groups
-            self._last = (groups, Table.from_arrow(self.file.read_row_groups(groups)) if groups
-                          else Table.from_arrow(self.file.schema_arrow.empty_table()))
+            self._last = (groups, self._read(groups))
         table = self._last[1]
         ts = table["timestamp_ns"]
         return table.filter((table["cpu"] == cpu) & (ts >= start_ns) & (ts <= end_ns))
 
+    def _read(self, groups: tuple[tuple[int, int], ...]) -> Table:
+        if not groups:
+            return Table.from_arrow(self.files[0].schema_arrow.empty_table())
+        return Table.concat(Table.from_arrow(self.files[number].read_row_groups(
+            [group for file, group in groups if file == number]))
+            for number in dict.fromkeys(file for file, _ in groups))
+
     def distinct(self, column: str) -> set:
         values: set = set()
-        for group in range(self.file.metadata.num_row_groups):
-            for chunk in self.file.read_row_group(group, columns=[column]).column(0).chunks:
-                values.update(chunk.dictionary.to_pylist() if hasattr(chunk, "dictionary")
-                              else chunk.to_pylist())
+        for file in self.files:
+            for group in range(file.metadata.num_row_groups):
+                for chunk in file.read_row_group(group, columns=[column]).column(0).chunks:
+                    values.update(chunk.dictionary.to_pylist() if hasattr(chunk, "dictionary")
+                                  else chunk.to_pylist())
         return values
 
 
@@ -267,80 +280,30 @@ SPOOL_LAYOUT = {
 }
 
 
-class _SpoolFile:
-    """One of the spool's Parquet files, written by a thread of its own: the
-    batches handed to it are gathered by CPU into row groups of ROW_GROUP_ROWS
-    events or more (the writer holds some 10 KB of metadata per row group until
-    the file is closed, which at a batch's 15,000 events was 400 MB for the
-    256-CPU minute), encoded and compressed while the caller decodes on (pyarrow
-    lets go of the GIL there). At most QUEUED_BATCHES wait."""
+class _Part:
+    """One part of a spooled table being written (a Parquet file of its
+    directory): the Arrow tables given to it gathered into row groups of
+    ROW_GROUP_ROWS rows or more (a writer holds some 10 KB of metadata per row
+    group until the file is closed, which at a batch's 15,000 events was 400
+    MB for the 256-CPU minute), under a temporary name until `close()`."""
 
     def __init__(self, name: str, path: Path):
         self.name, self.path = name, path
-        self.failure: BaseException | None = None
         self._writer = None
         self._schema = None  # the file's (set by the first write)
-        self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
-        self._ended = threading.Event()  # set by the thread as it ends
-        threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True).start()
+        self._gathered: list = []
 
-    def put(self, table) -> None:
-        """Queue a Table or an Arrow table (None: write what is gathered and end
-        the thread)."""
-        self._queue.put(table)
+    def add(self, arrow) -> None:
+        if arrow.num_rows:
+            self._gathered.append(arrow)
+        if sum(t.num_rows for t in self._gathered) >= ROW_GROUP_ROWS:
+            self._flush()
 
-    def wait_ended(self) -> BaseException | None:
-        """Until the thread has ended, whatever signals come meanwhile (a file
-        closed by giving the spool up while its thread still wrote it would be
-        a race); returns the stop that came meanwhile, if one did."""
-        return interrupts.wait_through(self._ended)
-
-    def _run(self) -> None:
-        try:
-            self._write_queued()
-        finally:
-            self._ended.set()
-
-    def _write_queued(self) -> None:
-        gathered: list = []  # Arrow tables of one CPU
-        gathered_cpu = None
-
-        def flush() -> None:
-            if gathered:
-                # one dictionary per column: the writer then takes the codes as they are
-                self._write(joined_arrow(gathered))
-                gathered.clear()
-
-        while (table := self._queue.get()) is not None:
-            try:
-                if self.failure is not None:
-                    continue  # the rest is not written; the caller hears of the failure
-                arrow = table.to_arrow() if isinstance(table, Table) else table
-                if not arrow.num_rows:
-                    continue
-                cpus = arrow.column("cpu").to_numpy()  # (pyarrow.compute would cost megabytes)
-                cpu = int(cpus[0]) if (cpus == cpus[0]).all() else None  # None: several (text)
-                if cpu is None or cpu != gathered_cpu:
-                    flush()
-                gathered.append(arrow)
-                gathered_cpu = cpu
-                if cpu is None or sum(t.num_rows for t in gathered) >= ROW_GROUP_ROWS:
-                    flush()
-            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
-                self.failure = error
-            finally:
-                self._queue.task_done()
-        try:
-            if self.failure is None:
-                flush()
-        except BaseException as error:  # noqa: BLE001
-            self.failure = error
-        finally:
-            self._queue.task_done()
-
-    def wait_idle(self) -> None:
-        """Until the thread has taken every table queued (it then waits for more)."""
-        self._queue.join()
+    def _flush(self) -> None:
+        if self._gathered:
+            # one dictionary per column: the writer then takes the codes as they are
+            self._write(joined_arrow(self._gathered))
+            self._gathered.clear()
 
     def _write(self, arrow) -> None:
         import pyarrow as pa
@@ -361,13 +324,17 @@ class _SpoolFile:
         self._writer.write_table(pa.Table.from_arrays(arrow.columns, schema=self._schema))
 
     def close(self, empty: Table) -> None:
-        """Close the file (`empty` gives the columns of one that got no rows)."""
+        """Write what is gathered and give the file its name (`empty` gives the
+        columns of a part that got no rows)."""
+        self._flush()
         if self._writer is None:
             self._write(empty.to_arrow())
         self._writer.close()
         self._writer = None
+        os.rename(_unfinished(self.path), self.path)
 
     def discard(self) -> None:
+        self._gathered.clear()
         if self._writer is not None:
             try:
                 self._writer.close()
@@ -377,19 +344,154 @@ class _SpoolFile:
         _unfinished(self.path).unlink(missing_ok=True)
 
 
+class _SpoolTable:
+    """One of the spool's tables (a directory of parts, `_Part`), written by a
+    thread of its own: each CPU's batches in a part of their own (a batch of
+    several CPUs, the text reader's, in one part of its own), encoded and
+    compressed while the caller decodes on (pyarrow lets go of the GIL
+    there). At most QUEUED_BATCHES wait."""
+
+    def __init__(self, name: str, directory: Path, empty: Table):
+        self.name, self.directory, self.empty = name, directory, empty
+        self.failure: BaseException | None = None
+        self.next_part = 0  # the next part's number (its file name)
+        self._part: _Part | None = None
+        self._part_cpu: int | None = None
+        self._queue: queue.Queue = queue.Queue(maxsize=QUEUED_BATCHES)
+        self._ended = threading.Event()  # set by the thread as it ends
+        threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True).start()
+
+    def put(self, table) -> None:
+        """Queue a Table or an Arrow table (END_PART: the part being written is
+        whole; None: the same, and end the thread)."""
+        self._queue.put(table)
+
+    def wait_ended(self) -> BaseException | None:
+        """Until the thread has ended, whatever signals come meanwhile (a file
+        closed by giving the spool up while its thread still wrote it would be
+        a race); returns the stop that came meanwhile, if one did."""
+        return interrupts.wait_through(self._ended)
+
+    def new_part(self) -> _Part:
+        part = _Part(self.name, part_path(self.directory, self.next_part))
+        self.next_part += 1
+        return part
+
+    def _run(self) -> None:
+        try:
+            while (table := self._queue.get()) is not None:
+                try:
+                    if self.failure is None:  # (after one, the rest is not written: the
+                        self._take(table)  # caller hears of the failure)
+                except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+                    self.failure = error
+                finally:
+                    self._queue.task_done()
+            try:
+                if self.failure is None:
+                    self._end_part()
+            except BaseException as error:  # noqa: BLE001
+                self.failure = error
+            finally:
+                self._queue.task_done()
+        finally:
+            self._ended.set()
+
+    def _take(self, table) -> None:
+        if table is END_PART:
+            self._end_part()
+            return
+        arrow = table.to_arrow() if isinstance(table, Table) else table
+        if not arrow.num_rows:
+            return
+        cpus = arrow.column("cpu").to_numpy()  # (pyarrow.compute would cost megabytes)
+        cpu = int(cpus[0]) if (cpus == cpus[0]).all() else None  # None: several (text)
+        if self._part is None or cpu is None or cpu != self._part_cpu:
+            self._end_part()
+            self._part, self._part_cpu = self.new_part(), cpu
+        self._part.add(arrow)
+        if cpu is None:
+            self._end_part()
+
+    def _end_part(self) -> None:
+        if self._part is not None:
+            part, self._part = self._part, None
+            part.close(self.empty)
+
+    def wait_idle(self) -> None:
+        """Until the thread has taken every table queued (it then waits for more)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        """The table whole (a table that got no rows gets an empty part)."""
+        if self.next_part == 0:
+            self.new_part().close(self.empty)
+
+    def discard(self) -> None:
+        if self._part is not None:
+            self._part.discard()
+            self._part = None
+
+
+END_PART = object()  # queued: the part being written is whole
+
+
+def part_path(directory: Path, number: int) -> Path:
+    return directory / f"{number:06d}.parquet"
+
+
+class CpuParts:
+    """A CPU's events written, in a worker process, as parts of the spool's
+    tables that the spool numbered for it (`EventSpool.reserve_parts`): the
+    same files the spool writes of them. Called with each decoded batch; a
+    write error (a full disk) discards its parts and is kept (`failure`)
+    instead of ending the decoding, which counts and explains the events all
+    the same; the spool is then given up."""
+
+    def __init__(self, paths: dict[str, Path]):
+        self._parts = {name: _Part(name, path) for name, path in paths.items()}
+        self.failure: OSError | None = None
+
+    def __call__(self, batch: TraceEvents) -> None:
+        self._writing(lambda: [self._parts[name].add(table.to_arrow()) for name, table in
+                               (("events", batch.events), ("sched_switch", batch.switches))])
+
+    def close(self) -> None:
+        empty = TraceEvents.empty()
+        self._writing(lambda: [self._parts[name].close(table) for name, table in
+                               (("events", empty.events), ("sched_switch", empty.switches))])
+
+    def _writing(self, write: Callable[[], object]) -> None:
+        if self.failure is not None:
+            return
+        try:
+            write()
+        except OSError as error:
+            self.failure = error
+            for part in self._parts.values():
+                part.discard()
+                part.path.unlink(missing_ok=True)
+
+
 @dataclass
 class EventSpool:
-    """Appends TraceEvents batches to Parquet files in `directory`, each under
-    a temporary name until finish(): a file under its own name is whole. Each
-    file is written by a thread of its own (`_SpoolFile`); a write's error
-    comes out of the next append() or of finish()."""
+    """Appends TraceEvents batches to two tables in `directory`, each a
+    directory of Parquet parts (`events.parquet/`, `sched_switch.parquet/`; a
+    part holds one CPU's events of a recording, in time order: reading a CPU
+    and a time range skips the rest), each under a temporary name until
+    finish(): a table under its own name is whole. Each table is written by a
+    thread of its own (`_SpoolTable`), or a CPU's parts by the worker process
+    that decodes it (`reserve_parts`, `CpuParts`); a write's error comes out of
+    the next append() or of finish()."""
 
     directory: Path
-    _files: dict[str, _SpoolFile] = field(default_factory=dict, repr=False)
+    _tables: dict[str, _SpoolTable] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.source = ParquetEvents(self.directory / "events.parquet",
                                     self.directory / "sched_switch.parquet")
+        self._paths = {"events": self.source.events_path,
+                       "sched_switch": self.source.switches_path}
 
     def append(self, batch: TraceEvents) -> None:
         self.append_table("events", batch.events)
@@ -399,56 +501,75 @@ class EventSpool:
         """Append a batch of one table ("events" or "sched_switch"): a Table or
         an Arrow table."""
         self._raise_failure()
-        if not self._files:
-            self._files = {name: _SpoolFile(name, path) for name, path in (
-                ("events", self.source.events_path), ("sched_switch", self.source.switches_path))}
-        self._files[name].put(table)
+        self._open()[name].put(table)
+
+    def _open(self) -> dict[str, _SpoolTable]:
+        if not self._tables:
+            empty = TraceEvents.empty()
+            for name, table in (("events", empty.events), ("sched_switch", empty.switches)):
+                directory = _unfinished(self._paths[name])
+                directory.mkdir(parents=True, exist_ok=True)
+                self._tables[name] = _SpoolTable(name, directory, table)
+        return self._tables
+
+    def reserve_parts(self, count: int) -> Callable[[int], CpuParts]:
+        """Number the next `count` parts of each table for CPUs written
+        elsewhere (worker processes), after those written so far; returns
+        what makes the k-th of them. The writer threads are idle on return
+        (before this process forks: workers.run_parts)."""
+        first = {}
+        for name, table in self._open().items():
+            table.put(END_PART)
+            table.wait_idle()
+            first[name] = table.next_part
+            table.next_part += count
+        self._raise_failure()
+        directories = {name: table.directory for name, table in self._tables.items()}
+        return lambda k: CpuParts({name: part_path(directory, first[name] + k)
+                                   for name, directory in directories.items()})
 
     def wait_idle(self) -> None:
         """Until the writer threads have taken every batch appended: none of
         them is busy then (before this process forks: workers.run_parts)."""
-        for file in self._files.values():
-            file.wait_idle()
+        for table in self._tables.values():
+            table.wait_idle()
 
     def _written(self) -> None:
         """Wait until the writer threads have written what was queued, and end
         them; a stop meanwhile is raised once all have ended (a spool given
         up closes its files)."""
-        for file in self._files.values():
-            file.put(None)
-        stops = [file.wait_ended() for file in self._files.values()]  # every one, then a stop
+        for table in self._tables.values():
+            table.put(None)
+        stops = [table.wait_ended() for table in self._tables.values()]  # every one, then a stop
         stop = next((stop for stop in stops if stop is not None), None)
         if stop is not None:
             raise stop
 
     def _raise_failure(self) -> None:
-        for file in self._files.values():
-            if file.failure is not None:
-                raise file.failure
+        for table in self._tables.values():
+            if table.failure is not None:
+                raise table.failure
 
     def discard(self) -> None:
         """Close and remove the files (a spool cut short)."""
         self._written()
-        for file in self._files.values():
-            file.discard()
-        self._files.clear()
-        for path in (self.source.events_path, self.source.switches_path):
-            _unfinished(path).unlink(missing_ok=True)
+        for table in self._tables.values():
+            table.discard()
+        self._tables.clear()
+        for path in self._paths.values():
+            shutil.rmtree(_unfinished(path), ignore_errors=True)
 
     def finish(self) -> ParquetEvents:
-        """Close the files (empty tables are written too); the source to read."""
-        if not self._files:
-            self.append(TraceEvents.empty())
+        """Close the tables (an empty one gets an empty part); the source to read."""
+        self._open()
         self._written()
         self._raise_failure()
-        empty = TraceEvents.empty()
-        for name, table in (("events", empty.events), ("sched_switch", empty.switches)):
-            file = self._files.pop(name)
-            file.close(table)
-            os.rename(_unfinished(file.path), file.path)
+        for name, table in list(self._tables.items()):
+            table.close()
+            os.rename(table.directory, self._paths[name])
+            del self._tables[name]
         return self.source
 
 
 def _unfinished(path: Path) -> Path:
     return path.with_name(path.name + ".partial")
-
