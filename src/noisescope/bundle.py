@@ -251,8 +251,7 @@ class Bundle:
             if release_tables:
                 self._park(partial / PARKED)
             # the samples whole on disk first (a salvage takes them)
-            _make_side_by_side([t for t in self._tables.values()
-                                if isinstance(t, StoredTable) and not t.optional])
+            _make_side_by_side([t for t in self._tables.values() if isinstance(t, SpooledTable)])
             left_out = self._write_tables(partial, to_make, given_up)
             for name, text in self.files.items():
                 (partial / name).parent.mkdir(parents=True, exist_ok=True)
@@ -425,13 +424,21 @@ def _rescue_directories(destination: Path) -> list[Path]:
     return candidates
 
 
-def _make_side_by_side(tables: list[StoredTable]) -> None:
+def _make_side_by_side(tables: list[SpooledTable]) -> None:
     """Write the files of those `tables` not written yet, in worker processes
-    where there are CPUs for them: each file is encoded by one process (a
-    256-CPU minute's detours and their causes are 23 and 64 million rows,
-    several seconds of Parquet encoding each)."""
+    where there are CPUs for them: each table's shares (`SpooledTable.shares`:
+    a 256-CPU minute's detours and their causes are 23 and 64 million rows,
+    seconds of Parquet encoding each), the largest first, each by one process."""
     unmade = [table for table in tables if not table.is_ready]
-    run_parts(StoredTable.ready, unmade, worker_count(len(unmade)))
+    shares = sorted(((table, share) for table in unmade for share in range(len(table.shares))),
+                    key=lambda pair: -pair[0].share_rows(pair[1]))
+    run_parts(_write_share, shares, worker_count(len(shares)))
+    for table in unmade:
+        table.join_shares()
+
+
+def _write_share(pair: tuple[SpooledTable, int]) -> None:
+    pair[0].write_share(pair[1])
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -568,7 +575,7 @@ def _spooled_file(partial: Path, entry: dict) -> Path | None:
     spool = leftovers.samples_workdir(partial.parent / name, int(pid))
     for candidate in sorted(spool.glob(f"*/*/{entry['file']}")):
         if (_whole_parquet(candidate, entry["rows"])
-                and pq.read_schema(candidate).names == entry["columns"]):
+                and pq.read_schema(parquet_parts(candidate)[0]).names == entry["columns"]):
             return candidate
     return None
 

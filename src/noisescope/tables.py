@@ -23,6 +23,9 @@ from .memory import release_free_memory
 # A CPU's rows gathered into one Parquet row group, at least (the writer's metadata per
 # row group stays small beside the rows)
 ROW_GROUP_ROWS = 1 << 16
+# A spooled table's rows in one Parquet file, about: a larger table (a 256-CPU minute's
+# 64 million detour causes) is written in parts, side by side
+PART_ROWS = 1 << 22
 
 
 class Table(Mapping[str, np.ndarray]):
@@ -219,7 +222,10 @@ class SpooledTable(StoredTable):
     CPU and in order: never whole in memory unless `load()` is asked for. Its
     Parquet file (a CPU's batches joined into row groups of ROW_GROUP_ROWS
     rows or more: `_row_groups`) is written when a bundle first needs it; a
-    bundle never leaves it out (`optional` False)."""
+    table of more than PART_ROWS rows is written in parts (runs of CPUs of
+    PART_ROWS rows or more: `shares`), which processes can write side by
+    side (`bundle._make_side_by_side`). A bundle never leaves it out
+    (`optional` False)."""
 
     # (cpu, its rows, its batches) for each CPU, in the table's order
     sources: tuple[tuple[int, int, CpuBatches], ...] = field(default=(), compare=False, repr=False)
@@ -229,34 +235,75 @@ class SpooledTable(StoredTable):
     def of(cls, path: Path, empty: Table, sources: list[tuple[int, int, CpuBatches]]
            ) -> SpooledTable:
         """The table of `sources` (CPU, rows, batches); `empty`: its columns."""
-        def write_file(give_up: Callable[[], bool]) -> None:
-            import pyarrow.parquet as pq
+        return cls(path, sum(rows for _, rows, _ in sources), empty.columns, None, False,
+                   tuple(sources), empty)
 
-            partial = path.with_name(f".{path.name}.partial")
-            writer = None
-            try:
-                for arrow in table._row_groups():
-                    if writer is None:  # the first batch's types (strings need rows to be typed)
-                        strings = dictionary_columns(arrow.schema)
-                        # statistics of the numbers (CPU, time: what readers skip row groups
-                        # by); those of strings cost a fifth of the encoding and skip nothing
-                        writer = pq.ParquetWriter(
-                            partial, arrow.schema, compression="zstd", use_dictionary=strings,
-                            write_statistics=[n for n in arrow.schema.names if n not in strings])
-                    writer.write_table(arrow)
-                if writer is None:
-                    pq.write_table(empty.to_arrow(), partial)
-                else:
-                    writer.close()
-                partial.rename(path)  # whole, or not there
-            finally:
-                if writer is not None:
-                    writer.close()
-                partial.unlink(missing_ok=True)
+    @property
+    def is_ready(self) -> bool:
+        return self.path.exists()
 
-        table = cls(path, sum(rows for _, rows, _ in sources), empty.columns, write_file, False,
-                    tuple(sources), empty)
-        return table
+    def ready(self, give_up: Callable[[], bool] = lambda: False) -> Path:
+        """The file (or directory of parts), written first if it is not there yet."""
+        if not self.is_ready:
+            for share in range(len(self.shares)):
+                self.write_share(share)
+            self.join_shares()
+        return self.path
+
+    @property
+    def shares(self) -> list[range]:
+        """The sources written to each file: runs of CPUs of PART_ROWS rows or
+        more (the last may have fewer); one, of them all, for a smaller table."""
+        shares, first, rows = [], 0, 0
+        for index, (_, cpu_rows, _) in enumerate(self.sources):
+            rows += cpu_rows
+            if rows >= PART_ROWS:
+                shares.append(range(first, index + 1))
+                first, rows = index + 1, 0
+        if first < len(self.sources) or not shares:
+            shares.append(range(first, len(self.sources)))
+        return shares
+
+    def share_rows(self, share: int) -> int:
+        return sum(self.sources[i][1] for i in self.shares[share])
+
+    def _partial(self) -> Path:
+        return self.path.with_name(f".{self.path.name}.partial")
+
+    def write_share(self, share: int) -> None:
+        """Write one share's file: the table's file under a temporary name, or
+        a part in its temporary directory (`join_shares` names them)."""
+        import pyarrow.parquet as pq
+
+        if len(self.shares) == 1:
+            path = self._partial()
+        else:
+            self._partial().mkdir(exist_ok=True)
+            path = self._partial() / f"{share:06d}.parquet"
+        writer = None
+        try:
+            for arrow in self._row_groups(self.shares[share]):
+                if writer is None:  # the first batch's types (strings need rows to be typed)
+                    strings = dictionary_columns(arrow.schema)
+                    # statistics of the numbers (CPU, time: what readers skip row groups
+                    # by); those of strings cost a fifth of the encoding and skip nothing
+                    writer = pq.ParquetWriter(
+                        path, arrow.schema, compression="zstd", use_dictionary=strings,
+                        write_statistics=[n for n in arrow.schema.names if n not in strings])
+                writer.write_table(arrow)
+            if writer is None:
+                pq.write_table(self.empty.to_arrow(), path)
+        except BaseException:
+            if writer is not None:
+                writer.close()
+            path.unlink(missing_ok=True)
+            raise
+        if writer is not None:
+            writer.close()
+
+    def join_shares(self) -> None:
+        """The written shares under the table's name: whole, or not there."""
+        self._partial().rename(self.path)
 
     @property
     def cpus(self) -> list[int]:
@@ -274,15 +321,16 @@ class SpooledTable(StoredTable):
             return super().load()
         return Table.concat([self.empty, *self.batches()])
 
-    def _row_groups(self) -> Iterator:
-        """The batches as Arrow tables joined, CPU by CPU, into row groups of
+    def _row_groups(self, sources: range) -> Iterator:
+        """Those sources' batches as Arrow tables joined, CPU by CPU, into row groups of
         ROW_GROUP_ROWS rows or more (a CPU's last may have fewer). A Parquet
         writer holds some 7 KB of metadata per row group of ten columns until
         the file is closed: an hour's detours, explained 8,192 at a time, were
         3,600 row groups, 28 MB in each of two files, and more at the close.
         Parked parts come as Arrow straight from their codes
         (`ParkedParts.arrow_tables`: no str object a row, no hashing again)."""
-        for _, _, batches in self.sources:
+        for index in sources:
+            batches = self.sources[index][2]
             parts = (batches.arrow_tables() if isinstance(batches, ParkedParts)
                      else (batch.to_arrow() for batch in batches()))
             gathered: list = []

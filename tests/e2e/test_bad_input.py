@@ -366,9 +366,17 @@ DAMAGE = {
     "manifest is a list": lambda b: (b / "manifest.json").write_text("[]"),
     "manifest is binary": lambda b: (b / "manifest.json").write_bytes(BINARY),
     "manifest nests too deep": lambda b: (b / "manifest.json").write_text("[" * 100_000),
-    "events.parquet is missing": lambda b: (b / "events.parquet").unlink(),
-    "events.parquet is garbage": lambda b: (b / "events.parquet").write_bytes(BINARY),
-    "events.parquet is a directory": _file("events.parquet", Path.mkdir),
+    # (a scan's events: a directory of Parquet parts, one a CPU)
+    "events.parquet is missing": lambda b: shutil.rmtree(b / "events.parquet"),
+    "a part of events.parquet is garbage": lambda b: (
+        b / "events.parquet" / "000000.parquet").write_bytes(BINARY),
+    "a part of events.parquet is missing": lambda b: (
+        b / "events.parquet" / "000000.parquet").unlink(),
+    "events.parquet has no parts": lambda b: (shutil.rmtree(b / "events.parquet"),
+                                              (b / "events.parquet").mkdir()),
+    "events.parquet is garbage": lambda b: (shutil.rmtree(b / "events.parquet"),
+                                            (b / "events.parquet").write_bytes(BINARY)),
+    "ftq.parquet is a directory": _file("ftq.parquet", Path.mkdir),
     "a table is a link out of the bundle": _file("ftq.parquet",
                                                  lambda t: t.symlink_to("/etc/passwd")),
     "a table has other columns": _replace_table("detours", pa.table({"x": [1, 2]}),
@@ -500,7 +508,7 @@ def test_a_damaged_table_is_refused_by_the_installed_command(inputs, tmp_path):
     shutil.copytree(inputs["SCAN"], bundle)
     if not (bundle / "events.parquet").exists():
         pytest.skip("the scan was not traced (needs root and tracefs)")
-    (bundle / "events.parquet").write_bytes(BINARY)
+    DAMAGE["a part of events.parquet is garbage"](bundle)
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run([*CLI, "show", str(bundle)], capture_output=True, text=True,

@@ -300,6 +300,50 @@ def test_parked_parts_are_written_from_their_codes_as_their_tables_read(tmp_path
     assert [written.column("cause").chunk(0).dictionary.to_pylist()[:3]] == [["tick", "irq", "ipi"]]
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_large_spooled_table_is_written_in_parts_as_it_reads_whole(tmp_path, monkeypatch,
+                                                                     workers):
+    """A spooled table of more than PART_ROWS rows is written as a directory
+    of parts, runs of CPUs of PART_ROWS rows or more (by 3 worker processes
+    side by side, the largest first, or one): read back, it holds the rows of
+    the one file a smaller PART_ROWS-free write makes, in order, with the same
+    row groups; a bundle's load reads it as that table."""
+    from noisescope import bundle as bundle_module
+    from noisescope import tables as tables_module
+    from noisescope.tables import SpooledTable, parquet_parts
+
+    monkeypatch.setattr(bundle_module, "worker_count", lambda parts: workers)
+
+    def rows_of(cpu: int, count: int):
+        def batches():
+            for first in range(0, count, 7):
+                n = min(7, count - first)
+                yield Table({"cpu": np.full(n, cpu, np.int32),
+                             "start_ns": np.arange(first, first + n, dtype=np.int64) + cpu * 1000,
+                             "cause": np.array(["tick", "irq", "ipi"] * n, object)[:n]})
+        return batches
+
+    counts = {0: 30, 1: 5, 2: 12, 3: 40, 4: 3}
+    sources = [(cpu, n, rows_of(cpu, n)) for cpu, n in counts.items()]
+    empty = next(rows_of(0, 1)()).filter(slice(0, 0))
+    one = pq.ParquetFile(SpooledTable.of(tmp_path / "one.parquet", empty, sources).ready())
+    monkeypatch.setattr(tables_module, "PART_ROWS", 20)
+    table = SpooledTable.of(tmp_path / "parts.parquet", empty, sources)
+    assert [list(share) for share in table.shares] == [[0], [1, 2, 3], [4]]
+    assert [table.share_rows(k) for k in range(3)] == [30, 57, 3]
+    bundle_module._make_side_by_side([table])
+    parts = [pq.ParquetFile(part) for part in parquet_parts(table.path)]
+    assert table.path.is_dir() and [p.name for p in parquet_parts(table.path)] == [
+        "000000.parquet", "000001.parquet", "000002.parquet"]
+    assert not list(tmp_path.glob(".*partial*"))
+    assert pa.concat_tables([p.read() for p in parts]).to_pydict() == one.read().to_pydict()
+    assert [p.metadata.row_group(i).num_rows for p in parts for i in range(p.num_row_groups)] \
+        == [one.metadata.row_group(i).num_rows for i in range(one.num_row_groups)]
+    path = written(tmp_path, tables={"spooled": table})
+    assert noisescope.load(path).table("spooled")["start_ns"].tolist() == \
+        one.read().column("start_ns").to_pylist()
+
+
 def test_a_part_that_fails_to_be_parked_is_cut_off_again(tmp_path):
     """A part whose writing fails half-way (here: a value that cannot be
     pickled, after 800 KB of numbers were written) leaves the parts before it
