@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import interrupts
-from ..tables import ROW_GROUP_ROWS, Table, joined_arrow, parquet_parts
+from ..tables import ROW_GROUP_ROWS, Table, parquet_parts
 from .events import RawDecoder, TraceEvents
 
 QUEUED_BATCHES = 2  # decoded batches waiting for the spool's writer thread
@@ -282,7 +282,7 @@ SPOOL_LAYOUT = {
 
 class _Part:
     """One part of a spooled table being written (a Parquet file of its
-    directory): the Arrow tables given to it gathered into row groups of
+    directory): the batches given to it gathered into row groups of
     ROW_GROUP_ROWS rows or more (a writer holds some 10 KB of metadata per row
     group until the file is closed, which at a batch's 15,000 events was 400
     MB for the 256-CPU minute), under a temporary name until `close()`."""
@@ -293,16 +293,17 @@ class _Part:
         self._schema = None  # the file's (set by the first write)
         self._gathered: list = []
 
-    def add(self, arrow) -> None:
-        if arrow.num_rows:
-            self._gathered.append(arrow)
-        if sum(t.num_rows for t in self._gathered) >= ROW_GROUP_ROWS:
+    def add(self, table: Table) -> None:
+        if table.rows:
+            self._gathered.append(table)
+        if sum(t.rows for t in self._gathered) >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
         if self._gathered:
-            # one dictionary per column: the writer then takes the codes as they are
-            self._write(joined_arrow(self._gathered))
+            # joined before Arrow: each string column numbered once, one dictionary a
+            # column (the writer then takes the codes as they are)
+            self._write(Table.concat(self._gathered).to_arrow())
             self._gathered.clear()
 
     def _write(self, arrow) -> None:
@@ -362,7 +363,7 @@ class _SpoolTable:
         threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True).start()
 
     def put(self, table) -> None:
-        """Queue a Table or an Arrow table (END_PART: the part being written is
+        """Queue a Table (END_PART: the part being written is
         whole; None: the same, and end the thread)."""
         self._queue.put(table)
 
@@ -401,15 +402,14 @@ class _SpoolTable:
         if table is END_PART:
             self._end_part()
             return
-        arrow = table.to_arrow() if isinstance(table, Table) else table
-        if not arrow.num_rows:
+        if not table.rows:
             return
-        cpus = arrow.column("cpu").to_numpy()  # (pyarrow.compute would cost megabytes)
+        cpus = table["cpu"]
         cpu = int(cpus[0]) if (cpus == cpus[0]).all() else None  # None: several (text)
         if self._part is None or cpu is None or cpu != self._part_cpu:
             self._end_part()
             self._part, self._part_cpu = self.new_part(), cpu
-        self._part.add(arrow)
+        self._part.add(table)
         if cpu is None:
             self._end_part()
 
@@ -453,7 +453,7 @@ class CpuParts:
         self.failure: OSError | None = None
 
     def __call__(self, batch: TraceEvents) -> None:
-        self._writing(lambda: [self._parts[name].add(table.to_arrow()) for name, table in
+        self._writing(lambda: [self._parts[name].add(table) for name, table in
                                (("events", batch.events), ("sched_switch", batch.switches))])
 
     def close(self) -> None:
@@ -497,9 +497,8 @@ class EventSpool:
         self.append_table("events", batch.events)
         self.append_table("sched_switch", batch.switches)
 
-    def append_table(self, name: str, table) -> None:
-        """Append a batch of one table ("events" or "sched_switch"): a Table or
-        an Arrow table."""
+    def append_table(self, name: str, table: Table) -> None:
+        """Append a batch of one table ("events" or "sched_switch")."""
         self._raise_failure()
         self._open()[name].put(table)
 
