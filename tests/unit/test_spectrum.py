@@ -227,3 +227,21 @@ def test_windows_a_sample_short_still_count():
     pieces = [rng.normal(0, 0.01, 1000 - (i % 2)) for i in range(10)]
     spec = mean_periodogram(pieces, 1_000_000)
     assert spec.segments == 10 and spec.segment_samples == 999
+
+
+@pytest.mark.parametrize("length", [1, 2, 50, 101, 2_000])
+def test_the_running_median_is_the_median_of_each_mirrored_window(length):
+    """The background's running median (a sorted window moved along in the
+    native core) is, for every bin, np.median of the BACKGROUND_BINS values
+    around it with the ends mirrored: ties (values drawn from four) and
+    spectra shorter than the window too; non-finite power is refused."""
+    from noisescope.analysis.spectrum import BACKGROUND_BINS, _running_median
+
+    rng = np.random.default_rng(length)
+    for values in (rng.exponential(1.0, length), rng.integers(0, 4, length).astype(float)):
+        half = BACKGROUND_BINS // 2
+        windows = np.lib.stride_tricks.sliding_window_view(
+            np.pad(values, half, mode="reflect"), BACKGROUND_BINS)
+        assert np.array_equal(_running_median(values, BACKGROUND_BINS), np.median(windows, axis=1))
+    with pytest.raises(ValueError, match="not all finite"):
+        _running_median(np.array([1.0, np.nan, 2.0]), 3)

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "histogram.h"
+#include "median.h"
 #include "pages.h"
 #include "predict.h"
 #include "probes.h"
@@ -1162,6 +1163,52 @@ static int check_indices(const int64_t *values, size_t count, int64_t bound, con
     return 0;
 }
 
+/* Borrows a C-contiguous buffer of doubles (flags: PyBUF_WRITABLE or 0); its length in *count. */
+static int borrow_doubles(PyObject *value, const char *name, int flags, Py_buffer *view,
+                          size_t *count)
+{
+    if (PyObject_GetBuffer(value, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "d") != 0) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_TypeError, "native: buffer '%s' must hold float64", name);
+        return -1;
+    }
+    *count = (size_t)(view->len / 8);
+    return 0;
+}
+
+static PyObject *native_sliding_median(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *values_obj, *out_obj;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "OnO", &values_obj, &width, &out_obj))
+        return NULL;
+    Py_buffer values, out;
+    size_t n, room;
+    if (borrow_doubles(values_obj, "values", 0, &values, &n) < 0)
+        return NULL;
+    if (borrow_doubles(out_obj, "out", PyBUF_WRITABLE, &out, &room) < 0) {
+        PyBuffer_Release(&values);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (width < 1 || width % 2 == 0 || (size_t)width > n || room < n - (size_t)width + 1) {
+        PyErr_SetString(PyExc_ValueError, "native: sliding_median needs an odd width of at most "
+                                          "the values, and room for every window");
+    } else {
+        int failed;
+        Py_BEGIN_ALLOW_THREADS
+        failed = ns_sliding_median(values.buf, (int64_t)n, (int64_t)width, out.buf);
+        Py_END_ALLOW_THREADS
+        result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&values);
+    return result;
+}
+
 static PyObject *native_replay_switches(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1481,6 +1528,9 @@ static PyMethodDef methods[] = {
      "factorize(values, codes) -> first: each fixed-width value's code (its distinct value's "
      "place in order of first appearance) into codes (int64), and where each distinct value "
      "first appears."},
+    {"sliding_median", native_sliding_median, METH_VARARGS,
+     "sliding_median(values, width, out): the median of each window of `width` values (odd) "
+     "into out (float64; values finite: median.h)."},
     {"replay_switches", native_replay_switches, METH_VARARGS,
      "replay_switches(events, switches, order, out) -> count: the switches one CPU's trace "
      "missed (trace/switches.py, replay.h)."},

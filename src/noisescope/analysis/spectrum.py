@@ -27,6 +27,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from .. import _native
 from ..tables import SpooledTable, Table, cpu_batches, repeated
 from ..workers import run_parts, worker_count
 
@@ -206,13 +207,14 @@ def ftq_pieces(ftq: Table | SpooledTable, windows: Table, cpu: int,
 
 
 def _running_median(values: np.ndarray, width: int) -> np.ndarray:
-    half = width // 2
-    padded = np.pad(values, half, mode="reflect")
-    out = np.empty_like(values)
-    step = 1024  # rows per call: np.median copies them (width x 8 bytes each)
-    views = np.lib.stride_tricks.sliding_window_view(padded, width)
-    for first in range(0, len(values), step):
-        out[first:first + step] = np.median(views[first:first + step], axis=1)
+    """The median of the `width` values (odd) around each, the ends mirrored:
+    a sorted window moved along in the native core (np.median sorted each
+    window anew: a fifth of a spectrum's cost)."""
+    if not np.isfinite(values).all():
+        raise ValueError("a running median of values that are not all finite")
+    padded = np.pad(np.asarray(values, np.float64), width // 2, mode="reflect")
+    out = np.empty(len(values), np.float64)
+    _native.sliding_median(padded, width, out)
     return out
 
 
