@@ -369,9 +369,9 @@ DAMAGE = {
     # (a scan's events: a directory of Parquet parts, one a CPU)
     "events.parquet is missing": lambda b: shutil.rmtree(b / "events.parquet"),
     "a part of events.parquet is garbage": lambda b: (
-        b / "events.parquet" / "000000.parquet").write_bytes(BINARY),
+        b / "events.parquet" / "000000-0000.parquet").write_bytes(BINARY),
     "a part of events.parquet is missing": lambda b: (
-        b / "events.parquet" / "000000.parquet").unlink(),
+        b / "events.parquet" / "000000-0000.parquet").unlink(),
     "events.parquet has no parts": lambda b: (shutil.rmtree(b / "events.parquet"),
                                               (b / "events.parquet").mkdir()),
     "events.parquet is garbage": lambda b: (shutil.rmtree(b / "events.parquet"),

@@ -142,6 +142,31 @@ def test_spooled_events_read_back_like_the_ones_in_memory(tmp_path, captured_tra
         assert not any(field.nullable for part in parts for field in pq.read_schema(part))
 
 
+def test_a_long_part_rolls_over_into_files_of_part_rows(tmp_path, monkeypatch, captured_trace):
+    """A CPU's part of a spooled table is written in files of PART_ROWS rows
+    or so (a writer's metadata per row group stays bounded however long the
+    CPU was traced), named in order: read back, the same rows in the same
+    order as one file; each file whole under its own name."""
+    from noisescope.trace import store
+
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 100)
+    monkeypatch.setattr(store, "PART_ROWS", 300)
+    events = captured_trace.events
+    one_cpu = events.filter(events["cpu"] == events["cpu"][0])
+    spool = EventSpool(tmp_path)
+    for first in range(0, one_cpu.rows, 70):  # batches of 70 events
+        spool.append_table("events", one_cpu.filter(slice(first, first + 70)))
+    stored = spool.finish()
+    files = parquet_parts(stored.events_path)
+    assert [f.name for f in files] == [f"000000-{k:04d}.parquet" for k in range(len(files))]
+    # row groups of 140 (two batches reach 100); a file takes them until it holds 300 or more
+    assert len(files) == -(-one_cpu.rows // 420) > 2
+    assert [pq.read_metadata(f).num_rows for f in files[:-1]] == [420] * (len(files) - 1)
+    assert pq.read_table(stored.events_path)["timestamp_ns"].to_pylist() == \
+        one_cpu["timestamp_ns"].tolist()
+    assert not list(stored.events_path.glob("*.partial"))
+
+
 def test_a_null_in_a_spooled_event_column_fails_the_write(tmp_path, captured_trace):
     """The spool's columns are required: a batch with a missing value is
     refused (the spool's failure), never written as something else."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import interrupts
-from ..tables import ROW_GROUP_ROWS, Table, parquet_parts
+from ..tables import PART_ROWS, ROW_GROUP_ROWS, Table, joined_arrow, parquet_parts
 from .events import RawDecoder, TraceEvents
 
 QUEUED_BATCHES = 2  # decoded batches waiting for the spool's writer thread
@@ -281,60 +281,78 @@ SPOOL_LAYOUT = {
 
 
 class _Part:
-    """One part of a spooled table being written (a Parquet file of its
-    directory): the batches given to it gathered into row groups of
-    ROW_GROUP_ROWS rows or more (a writer holds some 10 KB of metadata per row
-    group until the file is closed, which at a batch's 15,000 events was 400
-    MB for the 256-CPU minute), under a temporary name until `close()`."""
+    """One part of a spooled table being written (a CPU's events of a
+    recording, in time order): the batches given to it, as Arrow, gathered
+    into row groups of ROW_GROUP_ROWS rows or more, in files `STEM-0000.parquet`,
+    `STEM-0001.parquet`, ... of PART_ROWS rows or so each, each under a
+    temporary name until it is whole. A Parquet writer holds some metadata
+    per row group until its file is closed (10 KB, which at a batch's 15,000
+    events a row group was 400 MB for the 256-CPU minute in one file); a file
+    of PART_ROWS rows at most keeps that bounded however long a CPU was traced."""
 
-    def __init__(self, name: str, path: Path):
-        self.name, self.path = name, path
+    def __init__(self, name: str, stem: Path):
+        self.name, self.stem = name, stem
+        self.files = 0  # begun
         self._writer = None
-        self._schema = None  # the file's (set by the first write)
+        self._schema = None  # the files' (set by the first write)
+        self._rows = 0  # in the file being written
         self._gathered: list = []
 
     def add(self, table: Table) -> None:
         if table.rows:
-            self._gathered.append(table)
-        if sum(t.rows for t in self._gathered) >= ROW_GROUP_ROWS:
+            self._gathered.append(table.to_arrow())
+        if sum(t.num_rows for t in self._gathered) >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
         if self._gathered:
-            # joined before Arrow: each string column numbered once, one dictionary a
-            # column (the writer then takes the codes as they are)
-            self._write(Table.concat(self._gathered).to_arrow())
+            # one dictionary per column: the writer then takes the codes as they are
+            self._write(joined_arrow(self._gathered))
             self._gathered.clear()
+
+    def _path(self, number: int) -> Path:
+        return self.stem.with_name(f"{self.stem.name}-{number:04d}.parquet")
 
     def _write(self, arrow) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        if self._writer is not None and self._rows >= PART_ROWS:
+            self._end_file()
         if self._writer is None:
             layout = SPOOL_LAYOUT[self.name]
             # every column required: a decoded event has every field (a missing text is
             # ""), and without definition levels a row costs a fifth less to encode; the
             # schema is put on the columns as they are (a cast copied them: +8 MiB), and
             # the writer refuses a null in a required column
-            self._schema = pa.schema([field.with_nullable(False) for field in arrow.schema])
+            self._schema = self._schema or pa.schema([field.with_nullable(False)
+                                                      for field in arrow.schema])
             self._writer = pq.ParquetWriter(
-                _unfinished(self.path), self._schema, compression="zstd",
+                _unfinished(self._path(self.files)), self._schema, compression="zstd",
                 use_dictionary=layout["dictionary"],
                 column_encoding={c: "DELTA_BINARY_PACKED" for c in layout["deltas"]},
                 write_statistics=["cpu", "timestamp_ns"])
+            self.files += 1
         self._writer.write_table(pa.Table.from_arrays(arrow.columns, schema=self._schema))
+        self._rows += arrow.num_rows
+
+    def _end_file(self) -> None:
+        self._writer.close()
+        self._writer, self._rows = None, 0
+        path = self._path(self.files - 1)
+        os.rename(_unfinished(path), path)
 
     def close(self, empty: Table) -> None:
-        """Write what is gathered and give the file its name (`empty` gives the
-        columns of a part that got no rows)."""
+        """Write what is gathered, and the last file whole (`empty` gives the
+        columns of a part that got no rows: one file of none)."""
         self._flush()
-        if self._writer is None:
+        if self._writer is None and not self.files:
             self._write(empty.to_arrow())
-        self._writer.close()
-        self._writer = None
-        os.rename(_unfinished(self.path), self.path)
+        if self._writer is not None:
+            self._end_file()
 
     def discard(self) -> None:
+        """Close and remove its files."""
         self._gathered.clear()
         if self._writer is not None:
             try:
@@ -342,7 +360,9 @@ class _Part:
             except OSError:  # the file goes anyway
                 pass
             self._writer = None
-        _unfinished(self.path).unlink(missing_ok=True)
+        for number in range(self.files):
+            _unfinished(self._path(number)).unlink(missing_ok=True)
+            self._path(number).unlink(missing_ok=True)
 
 
 class _SpoolTable:
@@ -363,8 +383,8 @@ class _SpoolTable:
         threading.Thread(target=self._run, name=f"noisescope-{name}", daemon=True).start()
 
     def put(self, table) -> None:
-        """Queue a Table (END_PART: the part being written is
-        whole; None: the same, and end the thread)."""
+        """Queue a Table (END_PART: the part being written is whole; None: the
+        same, and end the thread)."""
         self._queue.put(table)
 
     def wait_ended(self) -> BaseException | None:
@@ -374,7 +394,7 @@ class _SpoolTable:
         return interrupts.wait_through(self._ended)
 
     def new_part(self) -> _Part:
-        part = _Part(self.name, part_path(self.directory, self.next_part))
+        part = _Part(self.name, part_stem(self.directory, self.next_part))
         self.next_part += 1
         return part
 
@@ -436,8 +456,9 @@ class _SpoolTable:
 END_PART = object()  # queued: the part being written is whole
 
 
-def part_path(directory: Path, number: int) -> Path:
-    return directory / f"{number:06d}.parquet"
+def part_stem(directory: Path, number: int) -> Path:
+    """Where part `number` of a spooled table goes (its files: `_Part`)."""
+    return directory / f"{number:06d}"
 
 
 class CpuParts:
@@ -448,29 +469,31 @@ class CpuParts:
     instead of ending the decoding, which counts and explains the events all
     the same; the spool is then given up."""
 
-    def __init__(self, paths: dict[str, Path]):
-        self._parts = {name: _Part(name, path) for name, path in paths.items()}
+    def __init__(self, stems: dict[str, Path]):
+        self._parts = {name: _Part(name, stem) for name, stem in stems.items()}
         self.failure: OSError | None = None
 
     def __call__(self, batch: TraceEvents) -> None:
-        self._writing(lambda: [self._parts[name].add(table) for name, table in
-                               (("events", batch.events), ("sched_switch", batch.switches))])
+        self._write(batch, _Part.add)
 
     def close(self) -> None:
-        empty = TraceEvents.empty()
-        self._writing(lambda: [self._parts[name].close(table) for name, table in
-                               (("events", empty.events), ("sched_switch", empty.switches))])
+        self._write(TraceEvents.empty(), _Part.close)
 
-    def _writing(self, write: Callable[[], object]) -> None:
+    def _write(self, batch: TraceEvents, step: Callable[[_Part, Table], None]) -> None:
         if self.failure is not None:
             return
         try:
-            write()
+            for name, table in _tables_of(batch):
+                step(self._parts[name], table)
         except OSError as error:
             self.failure = error
             for part in self._parts.values():
                 part.discard()
-                part.path.unlink(missing_ok=True)
+
+
+def _tables_of(batch: TraceEvents) -> tuple[tuple[str, Table], ...]:
+    """The spool's tables' parts of a batch (or their columns, of an empty one)."""
+    return ("events", batch.events), ("sched_switch", batch.switches)
 
 
 @dataclass
@@ -494,8 +517,8 @@ class EventSpool:
                        "sched_switch": self.source.switches_path}
 
     def append(self, batch: TraceEvents) -> None:
-        self.append_table("events", batch.events)
-        self.append_table("sched_switch", batch.switches)
+        for name, table in _tables_of(batch):
+            self.append_table(name, table)
 
     def append_table(self, name: str, table: Table) -> None:
         """Append a batch of one table ("events" or "sched_switch")."""
@@ -504,8 +527,7 @@ class EventSpool:
 
     def _open(self) -> dict[str, _SpoolTable]:
         if not self._tables:
-            empty = TraceEvents.empty()
-            for name, table in (("events", empty.events), ("sched_switch", empty.switches)):
+            for name, table in _tables_of(TraceEvents.empty()):
                 directory = _unfinished(self._paths[name])
                 directory.mkdir(parents=True, exist_ok=True)
                 self._tables[name] = _SpoolTable(name, directory, table)
@@ -524,7 +546,7 @@ class EventSpool:
             table.next_part += count
         self._raise_failure()
         directories = {name: table.directory for name, table in self._tables.items()}
-        return lambda k: CpuParts({name: part_path(directory, first[name] + k)
+        return lambda k: CpuParts({name: part_stem(directory, first[name] + k)
                                    for name, directory in directories.items()})
 
     def wait_idle(self) -> None:
