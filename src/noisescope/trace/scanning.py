@@ -8,7 +8,8 @@ they are decoded once the measuring is over. Without a destination the
 decoded events are kept in memory (they are bundle tables). When the scan
 writes a bundle, they never are: the first decoding pass writes them batch
 by batch to Parquet files in the work directory (beside the bundle:
-`.NAME.trace-PID/`), which the bundle links in, and explains the detours
+`.NAME.trace-PID/`; with a recording's CPUs in worker processes, each
+worker writes its CPUs' files), which the bundle links in, and explains the detours
 as it reads the pages of the detour probe's recording (`_ExplainAlong`).
 What is read again afterwards (the worst detours' events, late wakeups, the
 detours of a recording that lost events or has osnoise events) comes from

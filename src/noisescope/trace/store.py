@@ -2,8 +2,9 @@
 
 A busy machine records tens of thousands of events a second per CPU: too
 many to hold for a long scan. `EventSpool` writes them batch by batch to two
-Parquet files (row groups of one CPU, so reading a CPU and a
-time range skips the rest), and the bundle links (or copies) the files in. Readers get
+tables, each a directory of Parquet files, a CPU's events of a recording in
+files of their own (row groups of one CPU, so reading a CPU and a time
+range skips the rest), and the bundle links (or copies) the files in. Readers get
 events by CPU and time range from any kind of source:
 
 - `TraceEvents` (in memory; `events.py`),
