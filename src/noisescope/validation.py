@@ -127,8 +127,14 @@ def table_path(root: Path, name: str, entry: dict) -> Path:
     if not (path.is_file() or path.is_dir()):
         what = "is missing" if not path.exists() else "is not a file"
         raise UsageError(f"{path}: table {name} {what}", DAMAGED)
-    if path.is_dir() and not parquet_parts(path):
-        raise UsageError(f"{path}: table {name} is a directory without Parquet parts", DAMAGED)
+    if path.is_dir():
+        parts = parquet_parts(path)
+        if not parts:
+            raise UsageError(f"{path}: table {name} is a directory without Parquet parts", DAMAGED)
+        for part in parts:
+            if not part.resolve().is_relative_to(root.resolve()) or not part.is_file():
+                raise UsageError(f"{part}: a part of table {name} is not a file inside the "
+                                 f"bundle", DAMAGED)
     return path
 
 

@@ -546,6 +546,8 @@ def _rewrite(path, name, arrow):
         pa.table({"x": [1]}), second)), "has other columns than the first"),
     (lambda p: _in_parts(p, "timerlat_histogram", lambda first, second: None),
      "holds 2 rows"),
+    (lambda p: _in_parts(p, "timerlat_histogram", lambda first, second: (
+        second.unlink(), second.symlink_to("/etc/passwd"))), "is not a file inside the bundle"),
     (lambda p: (p / "timerlat_histogram.parquet").write_bytes(b"PAR1garbage"), "is unreadable"),
     (lambda p: ((p / "timerlat_histogram.parquet").unlink(),
                 (p / "timerlat_histogram.parquet").symlink_to("/etc/passwd")), "outside"),
