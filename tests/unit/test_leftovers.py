@@ -199,3 +199,29 @@ def test_a_salvaged_bundle_takes_its_samples_from_the_spool_the_run_made_them_in
     salvaged = noisescope.load(tmp_path / "b").detours
     for column in detours.columns:
         assert salvaged[column].tolist() == detours[column].tolist()
+
+
+def test_a_killed_write_salvages_tables_in_parts_whole_and_remakes_broken_ones(tmp_path):
+    """A table's file may be a directory of Parquet parts: a whole one (its
+    parts hold the manifest's rows) stays as it is; one with a part cut short
+    is removed and made again from the parked table."""
+    import pyarrow.parquet as pq
+
+    pid = killed_while_writing(tmp_path, table_number=2)
+    partial = tmp_path / f".b.partial-{pid}"
+    written = next(p for p in sorted(partial.glob("*.parquet")) if p.is_file())
+    whole = pq.read_table(written)
+    written.unlink()
+    written.mkdir()  # the same rows in two parts
+    pq.write_table(whole.slice(0, 1), written / "000000-0000.parquet")
+    pq.write_table(whole.slice(1), written / "000001-0000.parquet")
+    parked = sorted(p.name for p in (partial / ".parked").iterdir())
+    broken = partial / f"{next(n for n in parked if n != written.stem)}.parquet"
+    broken.mkdir()
+    (broken / "000000-0000.parquet").write_bytes(b"PAR1 cut short")
+    assert sweep(tmp_path, salvage=True, say=lambda line: None)
+    bundle = noisescope.load(tmp_path / "b")
+    assert (tmp_path / "b" / written.name).is_dir() and (tmp_path / "b" / broken.name).is_file()
+    for name, table in results_of_a_scan().items():
+        for column in table.columns:
+            assert bundle.table(name)[column].tolist() == table[column].tolist()
