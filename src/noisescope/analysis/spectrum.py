@@ -208,8 +208,8 @@ def ftq_pieces(ftq: Table | SpooledTable, windows: Table, cpu: int,
 
 def _running_median(values: np.ndarray, width: int) -> np.ndarray:
     """The median of the `width` values (odd) around each, the ends mirrored:
-    a sorted window moved along in the native core (np.median sorted each
-    window anew: a fifth of a spectrum's cost)."""
+    a sorted window moved along in the native core (np.median partitioned a
+    copy of every window: a fifth of a spectrum's cost)."""
     if not np.isfinite(values).all():
         raise ValueError("a running median of values that are not all finite")
     padded = np.pad(np.asarray(values, np.float64), width // 2, mode="reflect")
