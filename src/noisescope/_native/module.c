@@ -69,9 +69,10 @@ static int get_int(PyObject *dict, const char *key, int *out)
     return 0;
 }
 
-/* Borrows a C-contiguous buffer of 8-byte integers (flags: PyBUF_WRITABLE or 0). */
-static int borrow_buffer(PyObject *value, const char *name, int flags, struct borrowed *b,
-                         struct ns_series *out)
+/* Borrows a C-contiguous buffer of 8-byte items whose format is one of `formats`
+ * (flags: PyBUF_WRITABLE or 0); `what` names them in the error. */
+static int borrow_items(PyObject *value, const char *name, int flags, struct borrowed *b,
+                        struct ns_series *out, const char *formats, const char *what)
 {
     if (b->used == b->capacity) {
         PyErr_SetString(PyExc_RuntimeError, "native run: too many buffers");
@@ -81,13 +82,21 @@ static int borrow_buffer(PyObject *value, const char *name, int flags, struct bo
     if (PyObject_GetBuffer(value, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
         return -1;
     b->used++;
-    if (view->itemsize != 8 || view->format == NULL || strchr("qQlL", view->format[0]) == NULL) {
-        PyErr_Format(PyExc_TypeError, "native run: buffer '%s' must hold 64-bit integers", name);
+    if (view->itemsize != 8 || view->format == NULL || view->format[0] == '\0' ||
+        strchr(formats, view->format[0]) == NULL) {
+        PyErr_Format(PyExc_TypeError, "native run: buffer '%s' must hold %s", name, what);
         return -1;
     }
     out->data = view->buf;
     out->capacity = (size_t)(view->len / 8);
     return 0;
+}
+
+/* Borrows a C-contiguous buffer of 8-byte integers (flags: PyBUF_WRITABLE or 0). */
+static int borrow_buffer(PyObject *value, const char *name, int flags, struct borrowed *b,
+                         struct ns_series *out)
+{
+    return borrow_items(value, name, flags, b, out, "qQlL", "64-bit integers");
 }
 
 /* Borrows a writable, C-contiguous buffer of 8-byte integers. */
@@ -1163,21 +1172,6 @@ static int check_indices(const int64_t *values, size_t count, int64_t bound, con
     return 0;
 }
 
-/* Borrows a C-contiguous buffer of doubles (flags: PyBUF_WRITABLE or 0); its length in *count. */
-static int borrow_doubles(PyObject *value, const char *name, int flags, Py_buffer *view,
-                          size_t *count)
-{
-    if (PyObject_GetBuffer(value, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return -1;
-    if (view->itemsize != 8 || view->format == NULL || strcmp(view->format, "d") != 0) {
-        PyBuffer_Release(view);
-        PyErr_Format(PyExc_TypeError, "native: buffer '%s' must hold float64", name);
-        return -1;
-    }
-    *count = (size_t)(view->len / 8);
-    return 0;
-}
-
 static PyObject *native_sliding_median(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1185,27 +1179,27 @@ static PyObject *native_sliding_median(PyObject *self, PyObject *args)
     Py_ssize_t width;
     if (!PyArg_ParseTuple(args, "OnO", &values_obj, &width, &out_obj))
         return NULL;
-    Py_buffer values, out;
-    size_t n, room;
-    if (borrow_doubles(values_obj, "values", 0, &values, &n) < 0)
-        return NULL;
-    if (borrow_doubles(out_obj, "out", PyBUF_WRITABLE, &out, &room) < 0) {
-        PyBuffer_Release(&values);
-        return NULL;
-    }
+    Py_buffer views[2];
+    struct borrowed b = {views, 0, 2};
+    struct ns_series values, out;
     PyObject *result = NULL;
-    if (width < 1 || width % 2 == 0 || (size_t)width > n || room < n - (size_t)width + 1) {
+    if (borrow_items(values_obj, "values", 0, &b, &values, "d", "float64") < 0 ||
+        borrow_items(out_obj, "out", PyBUF_WRITABLE, &b, &out, "d", "float64") < 0)
+        goto done;
+    if (width < 1 || width % 2 == 0 || (size_t)width > values.capacity ||
+        out.capacity < values.capacity - (size_t)width + 1) {
         PyErr_SetString(PyExc_ValueError, "native: sliding_median needs an odd width of at most "
                                           "the values, and room for every window");
-    } else {
-        int failed;
-        Py_BEGIN_ALLOW_THREADS
-        failed = ns_sliding_median(values.buf, (int64_t)n, (int64_t)width, out.buf);
-        Py_END_ALLOW_THREADS
-        result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
+        goto done;
     }
-    PyBuffer_Release(&out);
-    PyBuffer_Release(&values);
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = ns_sliding_median((const double *)values.data, (int64_t)values.capacity,
+                               (int64_t)width, (double *)out.data);
+    Py_END_ALLOW_THREADS
+    result = failed ? PyErr_NoMemory() : Py_NewRef(Py_None);
+done:
+    borrowed_release_views(&b);
     return result;
 }
 
