@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import struct
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from noisescope.clock import MeasurementClock
 from noisescope.trace.events import (
     PageLayout,
+    RawDecoder,
     Symbols,
     TraceEvents,
     decode_raw,
@@ -166,6 +168,36 @@ def test_the_native_decoder_reads_every_field_as_the_formats_say():
         "swapper/1"]
     assert switches["prev_state"].tolist() == ["S"] and switches["next_pid"].tolist() == [0]
     assert switches["timestamp_ns"].tolist() == [1011] and switches["prev_prio"].tolist() == [120]
+
+
+def test_commands_that_repeat_alternate_or_differ_late_decode_each_as_its_own():
+    # the decoder numbers a field's texts by its last two values first, then a hash
+    # of 8-byte words: names equal in their first 8 or 15 bytes, or a prefix of
+    # another, and runs that alternate, repeat and come back, each keep their text
+    formats, layout, *_ = load_capture()
+    names = [b"kworker/0:1", b"kworker/0:10", b"abcdefgh", b"abcdefg", b"abcdefgh1234567",
+             b"abcdefgh1234568", b"x"]
+    rng = np.random.default_rng(7)
+    picks = [*[0, 1] * 5, *[2] * 4, *rng.integers(0, len(names), 300).tolist(), 3, 2, 4, 5, 6]
+    records = [_record(1, record) for k, (a, b) in enumerate(pairwise(picks))
+               for record in (_switch(names[a], 10 + a, 1, names[b], 10 + b),
+                              _irq_entry(10 + b, k, names[b] + b"\0"))]
+    decoder = RawDecoder(formats, layout, identity)
+    per_page = 50  # several pages, decoded in two batches
+    pages = [_page(records[i:i + per_page], 1000 + 1000 * i) for i in range(0, len(records), per_page)]
+    first = decoder.decode(0, b"".join(pages[:-1]))
+    kept = {(table, name): getattr(first, table)[name].copy()
+            for table in ("events", "switches") for name in getattr(first, table).columns}
+    last = decoder.decode(0, pages[-1])
+    for (table, name), values in kept.items():  # a batch's tables are its own
+        assert np.array_equal(getattr(first, table)[name], values), name
+    both = TraceEvents.concat([first, last])
+    switches, events = both.switches, both.events
+    assert events["number"].tolist() == list(range(len(picks) - 1))
+    assert events["name"].tolist() == [names[b].decode() for b in picks[1:]]
+    assert switches["prev_comm"].tolist() == [names[a].decode() for a in picks[:-1]]
+    assert switches["next_comm"].tolist() == [names[b].decode() for b in picks[1:]]
+    assert switches["prev_pid"].tolist() == [10 + a for a in picks[:-1]]
 
 
 def test_walk_pages_counts_pages_after_lost_events():
