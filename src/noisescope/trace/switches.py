@@ -94,5 +94,8 @@ def complete_switches(switches: Table, events: Table) -> Table:
             parts.append(inferred)
     merged = Table.concat(parts) if len(parts) > 1 else recorded
     merged = Table({**merged, "inferred": np.arange(merged.rows) >= recorded.rows})
-    order = np.lexsort((merged["inferred"], merged["timestamp_ns"], merged["cpu"]))
+    if len(cpus) == 1:  # by time, the recorded first at equal times: they come first in merged
+        order = np.argsort(merged["timestamp_ns"], kind="stable")
+    else:
+        order = np.lexsort((merged["inferred"], merged["timestamp_ns"], merged["cpu"]))
     return merged if np.array_equal(order, np.arange(merged.rows)) else merged.filter(order)
