@@ -188,3 +188,25 @@ def test_heatmap_is_drawn_when_the_panels_leave_cpus_out():
     assert image.shape == (256, 600)  # one row per CPU; 600 bins of 2.5 s / 600
     assert np.nanmax(image[3]) == 100.0 and np.nanmax(np.delete(image, 3, 0)) == HEATMAP_FLOOR_PCT
     assert np.isnan(image[:, 300]).all()  # 1.25 s: between the windows
+
+
+def test_spectrum_panels_have_a_column_per_series_the_bundles_have():
+    from noisescope.render.plots import spectrum_figure
+
+    def bundle(series: list[str]) -> Bundle:
+        frequency = np.tile(np.linspace(0, 500, 50), len(series))
+        spectrum = Table({"cpu": np.zeros(len(frequency), np.int32),
+                          "series": np.repeat(np.array(series, dtype=object), 50),
+                          "frequency_hz": frequency, "power": np.ones(len(frequency))})
+        summaries = [{"cpu": 0, "series": name, "sources": []} for name in series]
+        return Bundle({"kind": "scan", "summaries": {"spectrum": summaries}},
+                      {"spectrum": spectrum})
+
+    detour_only = _png_ok(spectrum_figure([bundle(["detour"])]), "spectrum")
+    assert detour_only.figure.axes[0].get_subplotspec().get_gridspec().get_geometry() == (1, 1)
+    assert "FTQ" not in detour_only.caption and "(left)" not in detour_only.caption
+    both = _png_ok(spectrum_figure([bundle(["detour", "ftq"])]), "spectrum")
+    assert both.figure.axes[0].get_subplotspec().get_gridspec().get_geometry() == (1, 2)
+    assert [ax.get_title(loc="left").rsplit(": ", 1)[-1] for ax in both.figure.axes] == [
+        "detour", "ftq"]
+    assert "(left)" in both.caption and "(right)" in both.caption

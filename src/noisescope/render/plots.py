@@ -509,9 +509,13 @@ def spectrum_figure(bundles: list[Bundle]) -> list[Figure]:
         return []
     dropped = max(0, len(rows) - MAX_PANELS)
     rows = rows[:MAX_PANELS]
-    series = ["detour", "ftq"]
+    # a column per series some bundle has (a detour-only scan's panels take the width)
+    series = [name for name in ("detour", "ftq")
+              if any(s["series"] == name for b in bundles for s in b.summaries.get("spectrum", []))]
+    if not series:
+        return []
     names = bundle_names(bundles)
-    figure, axes = new_figure(len(rows), 2, row_height=2.2)
+    figure, axes = new_figure(len(rows), len(series), row_height=2.2)
     for (bundle, cpu), ax_row in zip(rows, axes, strict=False):
         table = bundle.table("spectrum").where(cpu=cpu)
         for ax, name in zip(ax_row, series, strict=False):
@@ -524,12 +528,15 @@ def spectrum_figure(bundles: list[Bundle]) -> list[Figure]:
             _draw_spectrum(ax, mine["frequency_hz"], mine["power"], summary[0], log=name == "detour")
             ax.set_title(f"{panel_title(bundle, cpu, names, _several(bundles))}: {name}",
                          loc="left")
-    axes[-1, 0].set_xlabel("frequency (Hz)")
-    axes[-1, 1].set_xlabel("frequency (Hz)")
+    for ax in axes[-1]:
+        ax.set_xlabel("frequency (Hz)")
+    described = {"detour": "the detour trace in 50 us bins",
+                 "ftq": "the FTQ series (it folds frequencies above half the quantum rate)"}
+    shown = [described[name] + (f" ({side})" if len(series) > 1 else "")
+             for name, side in zip(series, ("left", "right"), strict=False)]
     return [Figure("spectrum", "Spectrum of the lost CPU time",
-                   "Power spectrum of the fraction of the CPU lost: the detour trace in 50 us bins "
-                   "(left) and the FTQ series (right, which folds frequencies above half the "
-                   "quantum rate). Marked: the strongest periodic sources and their names."
+                   f"Power spectrum of the fraction of the CPU lost: {' and '.join(shown)}. "
+                   "Marked: the strongest periodic sources and their names."
                    + left_out(dropped), figure)]
 
 
