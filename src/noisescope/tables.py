@@ -345,11 +345,13 @@ class SpooledTable(StoredTable):
 
 
 def joined_arrow(tables: list):
-    """Arrow tables of the same columns as one, each column one chunk with one
-    dictionary (a Parquet writer then takes the codes as they are)."""
+    """Arrow tables of the same columns as one, each column's chunks with one
+    dictionary: a Parquet writer then takes the codes as they are, chunk after
+    chunk, into one row group (joining the chunks too, a copy, cost as much
+    again: docs/benchmarks.md)."""
     import pyarrow as pa
 
-    return pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    return pa.concat_tables(tables).unify_dictionaries()
 
 
 def _handing_back(batches: Iterator, rows_of: Callable[[Any], int] = lambda table: table.rows
