@@ -210,3 +210,16 @@ def test_spectrum_panels_have_a_column_per_series_the_bundles_have():
     assert [ax.get_title(loc="left").rsplit(": ", 1)[-1] for ax in both.figure.axes] == [
         "detour", "ftq"]
     assert "(left)" in both.caption and "(right)" in both.caption
+
+
+def test_figures_drawn_side_by_side_come_back_in_their_order():
+    import struct
+
+    from noisescope.render.plots import Figure, new_figure
+    from noisescope.render.report import rendered
+
+    # panels 1, 3, 2: drawn most panels first, each PNG in its figure's place
+    figures = [Figure(f"f{rows}", "", "", new_figure(rows)[0]) for rows in (1, 3, 2)]
+    heights = [struct.unpack(">I", png[20:24])[0] for png in rendered(figures)]  # IHDR height
+    assert heights == [struct.unpack(">I", f.png()[20:24])[0] for f in figures]
+    assert heights[0] < heights[2] < heights[1]

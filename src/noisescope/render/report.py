@@ -377,8 +377,16 @@ def render_html(report: Report) -> str:
 def rendered(figures: list[plots.Figure]) -> list[bytes]:
     """Each figure as PNG, drawn side by side in worker processes where there
     are CPUs for them (matplotlib draws on one CPU: drawing took most of a
-    256-CPU scan's report)."""
-    return run_parts(plots.Figure.png, figures, worker_count(len(figures)))
+    256-CPU scan's report). Those with the most panels are handed out first:
+    a worker takes the next figure when it is done, and the longest one
+    (the spectra's panels, half of the drawing) taken last would be drawn
+    while the other workers had nothing left to do."""
+    order = sorted(range(len(figures)), key=lambda i: -len(figures[i].figure.axes))
+    drawn = run_parts(plots.Figure.png, [figures[i] for i in order], worker_count(len(figures)))
+    pngs: list[bytes] = [b""] * len(figures)
+    for i, png in zip(order, drawn, strict=True):
+        pngs[i] = png
+    return pngs
 
 
 def figure_files(report: Report) -> list[tuple[str, plots.Figure]]:
