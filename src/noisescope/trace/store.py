@@ -267,16 +267,17 @@ def time_span(batch: TraceEvents) -> tuple[int, int] | None:
 
 
 # How the spool's Parquet files are written: strings and numbers that repeat
-# (CPU, an event's pid) with dictionary pages, the time stamps as deltas (they
+# (an event's pid) with dictionary pages, the time stamps as deltas (they
 # rise), and statistics only of what readers skip row groups by (`_RowGroups`):
 # the same files at about 0.6 times the cost and 0.65 times the size. A
 # switch's pids and priorities are left plain: their dictionaries cost a
 # fifth of the switches' encoding and saved nothing after compression
-# (docs/benchmarks.md, "The 256-CPU minute in the third session").
+# (docs/benchmarks.md, "The 256-CPU minute in the third session"); so is the
+# CPU (one a part: compressed to nothing either way, plain at 0.6 times the cost).
 SPOOL_LAYOUT = {
-    "events": {"dictionary": ["event", "name", "cpu", "pid"],
+    "events": {"dictionary": ["event", "name", "pid"],
                "deltas": ["timestamp_ns", "number"]},
-    "sched_switch": {"dictionary": ["prev_comm", "prev_state", "next_comm", "cpu"],
+    "sched_switch": {"dictionary": ["prev_comm", "prev_state", "next_comm"],
                      "deltas": ["timestamp_ns"]},
 }
 
