@@ -262,8 +262,11 @@ def _task_ids(switches: Table, tasks: dict[tuple[int, str], int]) -> tuple[int, 
     if not switches.rows:
         return -1, np.zeros(0, np.int64)
     pids = np.concatenate([switches["prev_pid"][:1], switches["next_pid"]]).astype(np.int64)
-    comm_codes, comms = dictionary_codes(np.concatenate([switches["prev_comm"][:1],
-                                                         switches["next_comm"]]))
+    next_codes, comms = dictionary_codes(switches["next_comm"])  # (the first's command apart:
+    first_comm = switches["prev_comm"][0]  # joining the object columns was a copy of them)
+    if first_comm not in comms:
+        comms.append(first_comm)
+    comm_codes = np.concatenate([[comms.index(first_comm)], next_codes])
     codes, first = factorize(pids * len(comms) + comm_codes)  # numbered in the order met
     ids = np.array([tasks.setdefault((int(pids[k]), comms[comm_codes[k]]), len(tasks))
                     for k in first.tolist()], np.int64)
@@ -289,8 +292,8 @@ def build_timeline(events: Table, switches: Table, labels: Labels,
     with the switches missing from the trace put back: in the native core
     (replay.h), from what each event does decided here once per distinct
     name and text."""
-    switches = complete_switches(switches, events)
     codes, names = dictionary_codes(events["event"])
+    switches = complete_switches(switches, events, (codes, names))
     candidates = Labels()  # what the replay may label a context with
     actions = _EventActions(events, names, codes, osnoise, owner, candidates)
     overlay, overlay_start, overlay_label, overlay_timer = _overlays(events, names, codes, labels,

@@ -35,12 +35,12 @@ def _what(name: str) -> int:
     return _native.SWITCH_WAKEUP if name == "sched_wakeup" else _native.SWITCH_OTHER
 
 
-def _inferred(cpu: int, mine: Table, theirs: Table) -> Table:
+def _inferred(cpu: int, mine: Table, theirs: Table, event_codes: EventCodes | None) -> Table:
     """The switches one CPU's trace missed, by the replay of its switches
     (`mine`) and events (`theirs`) in the native core: who runs, and since
     the last switch the tasks woken, when the handler that woke each ended,
     and the first event in the context of each task other than the current one."""
-    codes, names = dictionary_codes(theirs["event"])
+    codes, names = event_codes or dictionary_codes(theirs["event"])
     what = np.array([_what(name) for name in names], np.int64).reshape(-1)[codes]
     times = np.concatenate([theirs["timestamp_ns"], mine["timestamp_ns"]])
     order = np.argsort(times, kind="stable")  # events first at equal times
@@ -77,10 +77,15 @@ def int64_column(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, np.int64)
 
 
-def complete_switches(switches: Table, events: Table) -> Table:
+EventCodes = tuple[np.ndarray, list[str]]  # dictionary_codes() of an events table's names
+
+
+def complete_switches(switches: Table, events: Table, event_codes: EventCodes | None = None
+                      ) -> Table:
     """`switches` (sorted by CPU, then time) with the missing ones added:
     column `inferred` tells them apart (prev_state '?', priorities -1). An
-    inferred switch at the same time as an event comes after it."""
+    inferred switch at the same time as an event comes after it.
+    `event_codes`: those of `events`, one CPU's (a caller that has them)."""
     recorded = Table({c: switches[c] for c in SWITCH_COLUMNS})
     column = switches["cpu"]
     cpus = [int(column[0])] if len(column) and (column == column[0]).all() else \
@@ -88,8 +93,9 @@ def complete_switches(switches: Table, events: Table) -> Table:
     parts = [recorded]
     for cpu in cpus:  # (a CPU's own table, as build_timeline gives, is not copied)
         mine = recorded if len(cpus) == 1 else recorded.where(cpu=cpu)
-        theirs = events if np.all(events["cpu"] == cpu) else events.where(cpu=cpu)
-        inferred = _inferred(cpu, mine, theirs)
+        whole = bool(np.all(events["cpu"] == cpu))
+        theirs = events if whole else events.where(cpu=cpu)
+        inferred = _inferred(cpu, mine, theirs, event_codes if whole else None)
         if inferred.rows:
             parts.append(inferred)
     merged = Table.concat(parts) if len(parts) > 1 else recorded
