@@ -255,7 +255,8 @@ int ns_decode_records(const uint8_t *data, size_t size, const int64_t *offsets,
                       struct ns_decoded *out, struct ns_record_keys *keys)
 {
     struct key_table table = {data, keys, NULL, 0};
-    int64_t *recent = calloc(2 * n_formats * NS_RECORD_FIELDS + 1, sizeof *recent); /* key_number */
+    /* each format's fields' last two keys (key_number) */
+    int64_t *recent = calloc(2 * n_formats * NS_RECORD_FIELDS + 1, sizeof *recent);
     int failed = recent == NULL;
     keys->count = 0;
     for (int role = 0; role < NS_ROLES; role++)

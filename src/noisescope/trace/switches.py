@@ -35,6 +35,9 @@ def _what(name: str) -> int:
     return _native.SWITCH_WAKEUP if name == "sched_wakeup" else _native.SWITCH_OTHER
 
 
+EventCodes = tuple[np.ndarray, list[str]]  # dictionary_codes() of an events table's names
+
+
 def _inferred(cpu: int, mine: Table, theirs: Table, event_codes: EventCodes | None) -> Table:
     """The switches one CPU's trace missed, by the replay of its switches
     (`mine`) and events (`theirs`) in the native core: who runs, and since
@@ -77,15 +80,13 @@ def int64_column(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, np.int64)
 
 
-EventCodes = tuple[np.ndarray, list[str]]  # dictionary_codes() of an events table's names
-
-
 def complete_switches(switches: Table, events: Table, event_codes: EventCodes | None = None
                       ) -> Table:
     """`switches` (sorted by CPU, then time) with the missing ones added:
     column `inferred` tells them apart (prev_state '?', priorities -1). An
     inferred switch at the same time as an event comes after it.
-    `event_codes`: those of `events`, one CPU's (a caller that has them)."""
+    `event_codes`: dictionary_codes(events["event"]), if the caller has them
+    (taken where the events are all of one CPU, as build_timeline gives them)."""
     recorded = Table({c: switches[c] for c in SWITCH_COLUMNS})
     column = switches["cpu"]
     cpus = [int(column[0])] if len(column) and (column == column[0]).all() else \
