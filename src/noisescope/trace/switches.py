@@ -101,8 +101,9 @@ def complete_switches(switches: Table, events: Table, event_codes: EventCodes | 
             parts.append(inferred)
     merged = Table.concat(parts) if len(parts) > 1 else recorded
     merged = Table({**merged, "inferred": np.arange(merged.rows) >= recorded.rows})
-    if len(cpus) == 1:  # by time, the recorded first at equal times: they come first in merged
-        order = np.argsort(merged["timestamp_ns"], kind="stable")
-    else:
-        order = np.lexsort((merged["inferred"], merged["timestamp_ns"], merged["cpu"]))
+    # by CPU, then time; at equal times the recorded first (they come first in merged, and
+    # the sorts are stable); one CPU's, as build_timeline gives them, by one sort
+    times = merged["timestamp_ns"]
+    order = (np.argsort(times, kind="stable") if len(cpus) == 1
+             else np.lexsort((times, merged["cpu"])))
     return merged if np.array_equal(order, np.arange(merged.rows)) else merged.filter(order)
