@@ -53,6 +53,27 @@ def test_lost_time_is_the_exact_overlap_with_each_bin():
     assert lost == pytest.approx(brute.reshape(5, 100).mean(axis=1))
 
 
+def test_lost_time_counts_every_covered_nanosecond_of_each_bin_once_per_interval():
+    # intervals in any order, overlapping each other, across many bins, partly or
+    # wholly outside [begin, end), of no length; `end` not on a bin's edge (the
+    # part after the last whole bin is left out)
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        begin, bin_ns = int(rng.integers(-500, 500)), int(rng.integers(1, 40))
+        bins = int(rng.integers(0, 30))
+        end = begin + bins * bin_ns + int(rng.integers(0, bin_ns))
+        starts = rng.integers(begin - 3 * bin_ns, end + 3 * bin_ns, int(rng.integers(0, 40)))
+        durations = rng.integers(0, int(rng.choice([bin_ns, 5 * bin_ns, 40 * bin_ns])) + 1,
+                                 len(starts))
+        covered = np.zeros(bins * bin_ns, np.int64)  # each ns from begin, counted per interval
+        for s, d in zip(starts - begin, durations, strict=True):
+            covered[max(s, 0):max(min(s + d, len(covered)), 0)] += 1
+        want = covered.reshape(bins, bin_ns).sum(axis=1) / bin_ns
+        got = lost_time_series(starts.astype(np.int64), durations.astype(np.int64), begin, end,
+                               bin_ns)
+        assert np.array_equal(got, want)
+
+
 def test_a_pure_sine_is_found_at_its_frequency_with_all_the_power():
     sample_ns = 1_000_000
     t = np.arange(10_000) * sample_ns / 1e9

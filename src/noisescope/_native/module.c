@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "clock.h"
+#include "coverage.h"
 #include "histogram.h"
 #include "median.h"
 #include "pages.h"
@@ -1203,6 +1204,37 @@ done:
     return result;
 }
 
+static PyObject *native_covered_time(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *starts_obj, *lengths_obj, *covered_obj;
+    long long begin, bin_ns;
+    if (!PyArg_ParseTuple(args, "OOLLO", &starts_obj, &lengths_obj, &begin, &bin_ns, &covered_obj))
+        return NULL;
+    Py_buffer views[3];
+    struct borrowed b = {views, 0, 3};
+    struct ns_series starts, lengths, covered;
+    PyObject *result = NULL;
+    if (borrow_buffer(starts_obj, "starts", 0, &b, &starts) < 0 ||
+        borrow_buffer(lengths_obj, "lengths", 0, &b, &lengths) < 0 ||
+        borrow_series(covered_obj, "covered", &b, &covered) < 0)
+        goto done;
+    if (starts.capacity != lengths.capacity || bin_ns <= 0) {
+        PyErr_SetString(PyExc_ValueError, "native: covered_time needs as many lengths as starts "
+                                          "and bins of at least 1 ns");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    ns_covered_time((const int64_t *)starts.data, (const int64_t *)lengths.data,
+                    (int64_t)starts.capacity, (int64_t)begin, (int64_t)bin_ns,
+                    (int64_t)covered.capacity, (int64_t *)covered.data);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    borrowed_release_views(&b);
+    return result;
+}
+
 static PyObject *native_replay_switches(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -1525,6 +1557,9 @@ static PyMethodDef methods[] = {
     {"sliding_median", native_sliding_median, METH_VARARGS,
      "sliding_median(values, width, out): the median of each window of `width` values (odd) "
      "into out (float64; values finite: median.h)."},
+    {"covered_time", native_covered_time, METH_VARARGS,
+     "covered_time(starts, lengths, begin, bin_ns, covered): the ns of each bin of bin_ns from "
+     "begin that the intervals cover, added into covered (int64; coverage.h)."},
     {"replay_switches", native_replay_switches, METH_VARARGS,
      "replay_switches(events, switches, order, out) -> count: the switches one CPU's trace "
      "missed (trace/switches.py, replay.h)."},

@@ -91,10 +91,13 @@ def mean_periodogram(pieces: Iterable[np.ndarray], sample_ns: int,
     count = 0
 
     def transform() -> None:
-        block = np.vstack(pending).astype(np.float64)
+        block = np.array(pending, dtype=np.float64)  # (one copy: the pieces are views)
         block -= block.mean(axis=1, keepdims=True)
-        spectrum = np.fft.rfft(block * window, axis=1)
-        total[:] += (spectrum.real ** 2 + spectrum.imag ** 2).sum(axis=0)
+        block *= window
+        spectrum = np.fft.rfft(block, axis=1)
+        power = spectrum.real ** 2
+        power += spectrum.imag ** 2
+        total[:] += power.sum(axis=0)
         pending.clear()
 
     for piece in pieces:
@@ -134,25 +137,13 @@ def _window_ranges(windows: Table, cpu: int, probe: str) -> tuple[np.ndarray, np
 
 def lost_time_series(starts: np.ndarray, durations: np.ndarray, begin: int, end: int,
                      bin_ns: int = BIN_NS) -> np.ndarray:
-    """Fraction of each bin in [begin, end) covered by detours (exact overlap)."""
-    bins = int((end - begin) // bin_ns)
-    edges = np.arange(bins + 1, dtype=np.int64) * bin_ns
-    order = np.argsort(starts, kind="stable")
-    s = starts[order] - begin
-    e = np.sort(s + durations[order])
-
-    # lost time before x = sum of clip(x - s, 0, d) = sum (x - s)+ - sum (x - e)+
-    def before(points: np.ndarray) -> np.ndarray:
-        sums = np.concatenate(([0], np.cumsum(points, dtype=np.int64)))
-        # how many (sorted) points lie before each edge: a point p is before edges
-        # floor(p / bin_ns) + 1 on (counted per edge, not searched per edge: a window
-        # has far more edges than detours)
-        first_edge_after = np.clip(points // bin_ns + 1, 0, bins + 1)
-        count = np.cumsum(np.bincount(first_edge_after, minlength=bins + 2))[:bins + 1]
-        return count * edges - sums[count]
-
-    lost = before(s) - before(e)
-    return np.diff(lost) / bin_ns
+    """Fraction of each bin in [begin, end) covered by detours (exact overlap,
+    summed in integer ns by the native core: coverage.h)."""
+    covered = np.zeros(max(0, int((end - begin) // bin_ns)), np.int64)
+    _native.covered_time(np.ascontiguousarray(starts, np.int64),
+                         np.ascontiguousarray(durations, np.int64), int(begin), int(bin_ns),
+                         covered)
+    return covered / bin_ns
 
 
 def _window_slices(batches: Iterable[Table], begins: np.ndarray, ends: np.ndarray,
