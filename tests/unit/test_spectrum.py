@@ -115,6 +115,20 @@ def test_injected_source_and_tick_in_windowed_detour_trace():
     assert table.rows == len(table["frequency_hz"]) and table["frequency_hz"].max() <= 1e9 / BIN_NS / 2
 
 
+def test_harmonics_above_the_nyquist_frequency_join_their_source_where_they_fold_back():
+    # 3.1 kHz pulses sampled at 20 kHz: harmonics 4 and 5 (12.4 and 15.5 kHz) show
+    # at 7.6 and 4.5 kHz, where no source of their own may be found
+    rng = np.random.default_rng(11)
+    total = 10 * SECOND
+    starts, durations = synthetic_trace(rng, total, [(3100.0, 3_000)])
+    pieces = [lost_time_series(starts, durations, w * SECOND, (w + 1) * SECOND)
+              for w in range(10)]
+    top, *others = find_sources(mean_periodogram(pieces, BIN_NS))
+    assert top["frequency_hz"] == pytest.approx(3100.0, rel=1e-3)
+    assert top["harmonics"] == [1, 2, 3, 4, 5]
+    assert not [s for s in others if min(abs(s["frequency_hz"] - f) for f in (4500, 7600)) < 50]
+
+
 def test_ftq_series_spectrum_names_the_injection():
     rng = np.random.default_rng(3)
     quantum = 1_000_000

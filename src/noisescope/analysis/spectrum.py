@@ -322,23 +322,28 @@ def _harmonic_owner(peak: _Peak, lines: _SourceLines, spec: Spectrum) -> tuple[i
     from between the Nyquist and the sampling frequency (beyond that the
     sampling, a boxcar average, leaves harmonics too weak to matter). Every
     source at once: a peak is tested against tens of sources, and numpy's
-    cost is per call."""
+    cost is per call. A harmonic matches within less than a quarter of its
+    fundamental, so of each source only the multiple nearest the peak (or
+    nearest its fold) can: that one is tested, not all MAX_HARMONIC."""
     if not len(lines.fundamentals):
         return None
     df, fs = spec.resolution_hz, spec.sampling_hz
-    n = np.arange(2, MAX_HARMONIC + 1)
-    f0 = lines.fundamentals[:, None]
-    tolerance = _tolerance(n, df)
-    match = ((peak.power <= HARMONIC_EXCESS * lines.strongest)[:, None] & (tolerance < f0 / 4)
-             & (n * f0 < fs) & (np.abs(_alias(n * f0, fs) - peak.frequency_hz) <= tolerance)
-             & ~lines.taken)
-    above = n * f0 >= fs / 2
+    f0 = lines.fundamentals
+    rows = np.arange(len(f0))
+    strong_enough = peak.power <= HARMONIC_EXCESS * lines.strongest
     for aliased in (False, True):
-        hits = match & (above == aliased)
-        rows = np.flatnonzero(hits.any(axis=1))
-        if len(rows):
-            row = int(rows[np.argmax(lines.fundamentals[rows])])  # (the first of equal ones)
-            return row, int(n[np.flatnonzero(hits[row])[0]])
+        nearest = np.rint((fs - peak.frequency_hz if aliased else peak.frequency_hz) / f0)
+        possible = (nearest >= 2) & (nearest <= MAX_HARMONIC)
+        n = np.where(possible, nearest, 2).astype(np.int64)
+        tolerance = _tolerance(n, df)
+        hits = (possible & strong_enough & (tolerance < f0 / 4) & (n * f0 < fs)
+                & ((n * f0 >= fs / 2) == aliased)
+                & (np.abs(_alias(n * f0, fs) - peak.frequency_hz) <= tolerance)
+                & ~lines.taken[rows, n - 2])
+        found = np.flatnonzero(hits)
+        if len(found):
+            row = int(found[np.argmax(f0[found])])  # (the first of equal ones)
+            return row, int(n[row])
     return None
 
 
