@@ -239,7 +239,14 @@ class _Peak:
 
 @dataclass
 class _Source:
-    lines: dict[int, _Peak]  # harmonic number -> its peak
+    lines: dict[int, _Peak]  # harmonic number -> its peak (lines join by add())
+    _fitted: tuple[float, float] | None = field(default=None, repr=False, compare=False)
+    # (sampling_hz, frequency) as last fitted: asked for again and again while sources are
+    # matched and merged, it changes only when a line joins
+
+    def add(self, n: int, peak: _Peak) -> None:
+        self.lines[n] = peak
+        self._fitted = None
 
     @property
     def lobe_power(self) -> float:
@@ -251,13 +258,15 @@ class _Source:
 
     def frequency(self, sampling_hz: float) -> float:
         """Least squares through the lines below the Nyquist frequency (not aliased)."""
-        lowest = min(self.lines)
-        rough = self.lines[lowest].frequency_hz / lowest
-        direct = {n: p for n, p in self.lines.items() if n * rough < sampling_hz / 2}
-        weights = np.array([p.power for p in direct.values()])
-        n = np.array(list(direct), dtype=np.float64)
-        f = np.array([p.frequency_hz for p in direct.values()])
-        return float((weights * n * f).sum() / (weights * n * n).sum())
+        if self._fitted is None or self._fitted[0] != sampling_hz:
+            lowest = min(self.lines)
+            rough = self.lines[lowest].frequency_hz / lowest
+            direct = {n: p for n, p in self.lines.items() if n * rough < sampling_hz / 2}
+            weights = np.array([p.power for p in direct.values()])
+            n = np.array(list(direct), dtype=np.float64)
+            f = np.array([p.frequency_hz for p in direct.values()])
+            self._fitted = (sampling_hz, float((weights * n * f).sum() / (weights * n * n).sum()))
+        return self._fitted[1]
 
 
 def _alias(frequency: np.ndarray, sampling_hz: float) -> np.ndarray:
@@ -362,29 +371,33 @@ def _merge_missing_fundamentals(sources: list[_Source], peaks: list[_Peak], spec
     kept = [s for s in sources if keep(s)]
     sources = [s for s in sources if not keep(s)]
     lines = np.array([p.frequency_hz for p in peaks])
+    df = spec.resolution_hz
     while len(sources) >= MIN_COMB:
         frequencies = np.array([s.frequency(spec.sampling_hz) for s in sources])
-        best: tuple[int, float, np.ndarray, np.ndarray] | None = None
-        steps = np.round(np.diff(np.sort(frequencies)) / spec.resolution_hz) * spec.resolution_hz
-        for f0 in np.unique(steps):
-            if f0 < MIN_CYCLES * spec.resolution_hz:
-                continue
-            n = np.round(frequencies / f0).astype(np.int64)
-            tolerance = _tolerance(n, spec.resolution_hz)
-            member = ((n >= 1) & (n * f0 < spec.sampling_hz / 2) & (tolerance < f0 / 4)
-                      & (np.abs(frequencies - n * f0) <= tolerance))
-            if member.sum() < MIN_COMB:
-                continue
-            teeth = np.arange(n[member].min(), n[member].max() + 1)
-            filled = np.abs(lines[None, :] - teeth[:, None] * f0).min(axis=1) <= _tolerance(
-                teeth, spec.resolution_hz)
-            if filled.mean() < 0.5:
-                continue
-            if best is None or (int(member.sum()), f0) > (best[0], best[1]):
-                best = (int(member.sum()), f0, member, n)
+        steps = np.round(np.diff(np.sort(frequencies)) / df) * df
+        f0 = np.unique(steps)
+        f0 = f0[f0 >= MIN_CYCLES * df][:, None]  # every candidate fundamental (a row) at once
+        n = np.round(frequencies / f0).astype(np.int64)
+        tolerance = _tolerance(n, df)
+        members = ((n >= 1) & (n * f0 < spec.sampling_hz / 2) & (tolerance < f0 / 4)
+                   & (np.abs(frequencies - n * f0) <= tolerance))
+        counts = members.sum(axis=1)
+        best: tuple[np.ndarray, np.ndarray] | None = None  # (member, n) of the comb chosen
+        # the most members, of as many the highest fundamental, whose lines fill at least
+        # half of the comb's teeth
+        for row in np.lexsort((f0[:, 0], counts))[::-1]:
+            if counts[row] < MIN_COMB:
+                break
+            member = members[row]
+            teeth = np.arange(n[row][member].min(), n[row][member].max() + 1)
+            filled = np.abs(lines[None, :] - teeth[:, None] * f0[row, 0]).min(axis=1) <= \
+                _tolerance(teeth, df)
+            if filled.mean() >= 0.5:
+                best = (member, n[row])
+                break
         if best is None:
             break
-        _, f0, member, n = best
+        member, n = best
         merged: dict[int, _Peak] = {}
         for source, multiple in zip([s for s, m in zip(sources, member, strict=True) if m],
                                     n[member], strict=True):
@@ -409,7 +422,7 @@ def find_sources(spec: Spectrum, known: dict[float, str] | None = None) -> list[
         owner = None if name_for(peak.frequency_hz, known) else _harmonic_owner(peak, lines, spec)
         if owner is not None:
             row, n = owner
-            sources[row].lines[n] = peak
+            sources[row].add(n, peak)
             lines.joined(row, sources[row], n, spec.sampling_hz)
         else:
             sources.append(_Source({1: peak}))
