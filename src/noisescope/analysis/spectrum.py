@@ -302,26 +302,44 @@ def _local_peaks(spec: Spectrum) -> list[_Peak]:
     return sorted(peaks, key=lambda p: p.frequency_hz)
 
 
-@dataclass
 class _SourceLines:
     """What _harmonic_owner asks of the sources found so far, one row each
     in the order found, kept up to date as lines join them: fundamental,
-    strongest line's power, harmonics 2..MAX_HARMONIC already taken."""
+    strongest line's power, harmonics 2..MAX_HARMONIC already taken. (Rows
+    are kept with room for more: a spectrum has tens to hundreds of sources,
+    and copying every row for each new one cost more than the matching.)"""
 
-    fundamentals: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    strongest: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    taken: np.ndarray = field(default_factory=lambda: np.zeros((0, MAX_HARMONIC - 1), bool))
+    def __init__(self) -> None:
+        self.count = 0
+        self._fundamentals, self._strongest = np.zeros(16), np.zeros(16)
+        self._taken = np.zeros((16, MAX_HARMONIC - 1), bool)
+
+    @property
+    def fundamentals(self) -> np.ndarray:
+        return self._fundamentals[:self.count]
+
+    @property
+    def strongest(self) -> np.ndarray:
+        return self._strongest[:self.count]
+
+    @property
+    def taken(self) -> np.ndarray:
+        return self._taken[:self.count]
 
     def add(self, source: _Source, sampling_hz: float) -> None:
-        self.fundamentals = np.append(self.fundamentals, source.frequency(sampling_hz))
-        self.strongest = np.append(self.strongest, source.strongest.power)
-        self.taken = np.vstack([self.taken, np.zeros(MAX_HARMONIC - 1, bool)])
+        if self.count == len(self._fundamentals):  # twice the room
+            self._fundamentals = np.concatenate([self._fundamentals, np.zeros(self.count)])
+            self._strongest = np.concatenate([self._strongest, np.zeros(self.count)])
+            self._taken = np.concatenate([self._taken, np.zeros_like(self._taken)])
+        self.count += 1
+        self.joined(self.count - 1, source, None, sampling_hz)
 
-    def joined(self, row: int, source: _Source, n: int, sampling_hz: float) -> None:
-        """Harmonic n joined the source of `row`."""
-        self.fundamentals[row] = source.frequency(sampling_hz)
-        self.strongest[row] = source.strongest.power
-        self.taken[row, n - 2] = True
+    def joined(self, row: int, source: _Source, n: int | None, sampling_hz: float) -> None:
+        """Harmonic n (None: the first line) joined the source of `row`."""
+        self._fundamentals[row] = source.frequency(sampling_hz)
+        self._strongest[row] = source.strongest.power
+        if n is not None:
+            self._taken[row, n - 2] = True
 
 
 def _harmonic_owner(peak: _Peak, lines: _SourceLines, spec: Spectrum) -> tuple[int, int] | None:
