@@ -242,7 +242,8 @@ class _Peak:
 @dataclass
 class _Source:
     lines: dict[int, _Peak]  # harmonic number -> its peak (lines join by add())
-    _fitted: tuple[float, float] | None = field(default=None, repr=False, compare=False)
+    _fitted: tuple[float, float] | None = field(default=None, init=False, repr=False,
+                                                compare=False)
     # (sampling_hz, frequency) as last fitted: asked for again and again while sources are
     # matched and merged, it changes only when a line joins
 
