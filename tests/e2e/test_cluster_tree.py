@@ -19,7 +19,7 @@ import pytest
 import noisescope
 from noisescope.cluster.tree import Tree
 
-from .test_cluster import MPIRUN, _rank_process
+from .test_cluster import MPIRUN, _rank_process, communicate_past_teardown
 
 pytestmark = pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs mpirun (openmpi-bin)")
 mpi4py = pytest.importorskip("mpi4py")
@@ -31,14 +31,15 @@ SCAN = ["cluster", "scan", "--duration", "200ms", "--probes", "ftq", "--no-repor
 
 
 def tree_scan(out: Path, log: Path, *extra: str, env: dict | None = None):
-    """The 16-rank scan; ends it (and any rank it left stopped) if it outlives 120 s."""
+    """The 16-rank scan; ends it (and any rank it left stopped) if it outlives 120 s
+    (mpirun alone, hung in its teardown after every rank ended: sooner)."""
     log.mkdir()
     proc = subprocess.Popen([*MPIRUN, "-n", str(RANKS), *RANK_PROGRAM, *SCAN, "-o", str(out),
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TREE_LOG": str(log), **(env or {})},
                             start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=120)
+        stdout, stderr = communicate_past_teardown(proc, 120)
     finally:
         for rank in range(RANKS):  # a rank stopped on purpose, should the job not end it
             pid = _rank_process(rank, str(out))
