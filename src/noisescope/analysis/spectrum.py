@@ -335,14 +335,16 @@ class _SourceLines:
             self._strongest = np.concatenate([self._strongest, np.zeros(self.count)])
             self._taken = np.concatenate([self._taken, np.zeros_like(self._taken)])
         self.count += 1
-        self.joined(self.count - 1, source, None, sampling_hz)
+        self._fit(self.count - 1, source, sampling_hz)
 
-    def joined(self, row: int, source: _Source, n: int | None, sampling_hz: float) -> None:
-        """Harmonic n (None: the first line) joined the source of `row`."""
+    def joined(self, row: int, source: _Source, n: int, sampling_hz: float) -> None:
+        """Harmonic n joined the source of `row`."""
+        self._fit(row, source, sampling_hz)
+        self._taken[row, n - 2] = True
+
+    def _fit(self, row: int, source: _Source, sampling_hz: float) -> None:
         self._fundamentals[row] = source.frequency(sampling_hz)
         self._strongest[row] = source.strongest.power
-        if n is not None:
-            self._taken[row, n - 2] = True
 
 
 def _harmonic_owner(peak: _Peak, lines: _SourceLines, spec: Spectrum) -> tuple[int, int] | None:
