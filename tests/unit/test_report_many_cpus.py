@@ -9,11 +9,18 @@ import re
 import numpy as np
 
 import noisescope
+from noisescope.analysis.spectrum import add_spectra
 from noisescope.bundle import Bundle
 from noisescope.host import read_host_facts
 from noisescope.manifest import new_manifest
 from noisescope.probes.summary import detour_summary
-from noisescope.render.plots import MAX_PANELS
+from noisescope.render.plots import (
+    CAUSE_BARS,
+    FIGURES,
+    MAX_PANELS,
+    cause_breakdown,
+    spectrum_figure,
+)
 from noisescope.render.report import write_report
 from noisescope.tables import Table
 
@@ -77,6 +84,39 @@ def test_report_of_many_cpus_has_the_heat_map_and_only_the_noisiest_panels(tmp_p
     # the per-CPU table has a row for every CPU
     rows = re.findall(r"<tr>\s*<td[^>]*>\s*(\d+)\s*</td>", html)
     assert set(range(CPUS)) <= {int(cpu) for cpu in rows}
+
+
+def _named_cpus(figure) -> list[int]:
+    """The CPUs a figure names: in its panels' titles, its bars' labels, its legends."""
+    figure.draw_without_rendering()  # (a bar chart's category labels are set when drawn)
+    texts = [ax.get_title(loc="left") for ax in figure.axes]
+    texts += [label.get_text() for ax in figure.axes for label in ax.get_yticklabels()]
+    texts += [text.get_text() for ax in figure.axes if ax.get_legend()
+              for text in ax.get_legend().get_texts()]
+    return [int(cpu) for text in texts for cpu in re.findall(r"\bCPU (\d+)\b", text)]
+
+
+def test_figures_that_leave_cpus_out_show_the_noisiest(tmp_path):
+    """Each figure of a panel or a bar per CPU that leaves some of the 40 out
+    shows the planted noisy CPUs, as its caption says (the spectrum and the
+    cause breakdown showed the first CPUs under that caption)."""
+    bundle = many_cpu_scan()
+    add_spectra(bundle)
+    bundle.summaries["attribution"] = [  # every CPU's time to one cause: only noise ranks them
+        {"cpu": cpu, "causes": [{"cause": "tick", "detail": "", "share_pct": 100.0}]}
+        for cpu in range(CPUS)]
+    figures = [figure for draw in (*FIGURES["detour"], spectrum_figure, cause_breakdown)
+               for figure in draw([bundle])]
+    leaving_out = {f.key: f for f in figures if "more CPUs are not drawn" in f.caption}
+    assert set(leaving_out) == {"detours-time", "detours-histogram", "hourglass", "spectrum",
+                                "causes"}
+    for key, figure in leaving_out.items():
+        shown = CAUSE_BARS if key == "causes" else MAX_PANELS
+        assert f"{CPUS - shown} more CPUs are not drawn (the noisiest {shown} are)" \
+            in figure.caption, key
+        named = _named_cpus(figure.figure)
+        assert len(named) == len(set(named)) == shown, key
+        assert set(NOISY) <= set(named), key
 
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib
 
@@ -210,19 +211,37 @@ def panels(bundles: list[Bundle], kind: str, table: str, noise_key: str = "noise
     """(bundle, per-CPU summary) pairs of the bundles holding `table` to draw, noisiest
     first when there are too many."""
     pairs = [(b, s) for b in bundles if b.has_table(table) for s in b.summaries.get(kind, [])]
-    if len(pairs) <= MAX_PANELS:
-        return pairs, 0
-    ranked = sorted(pairs, key=lambda p: -(p[1].get(noise_key) or 0))[:MAX_PANELS]
-    keep = {(id(b), s["cpu"]) for b, s in ranked}
-    return [p for p in pairs if (id(p[0]), p[1]["cpu"]) in keep], len(pairs) - MAX_PANELS
+    return noisiest_first(pairs, lambda pair: pair[1].get(noise_key))
+
+
+def noisiest_first(items: list, noise: Callable[[Any], float | None], limit: int = MAX_PANELS
+                   ) -> tuple[list, int]:
+    """`items` to draw, in their order: all of them, or the `limit` with the
+    most `noise` (None counts as none) when there are more; and how many are
+    left out."""
+    if len(items) <= limit:
+        return items, 0
+    ranked = sorted(range(len(items)), key=lambda i: -(noise(items[i]) or 0))[:limit]
+    return [items[i] for i in sorted(ranked)], len(items) - limit
+
+
+def noise_by_cpu(bundle: Bundle) -> dict[int, float]:
+    """Each CPU's noise in a bundle: the largest noise_pct its probes measured."""
+    noise: dict[int, float] = {}
+    for kind in NOISE_PROBES:
+        for summary in bundle.summaries.get(kind, []):
+            cpu = summary["cpu"]
+            noise[cpu] = max(noise.get(cpu, 0.0), summary.get("noise_pct") or 0.0)
+    return noise
 
 
 def panel_title(bundle: Bundle, cpu: int, names: dict[int, str], several: bool) -> str:
     return f"{plain(names[id(bundle)])}, CPU {cpu}" if several else f"CPU {cpu}"
 
 
-def left_out(count: int) -> str:
-    return f" {count} more CPUs are not drawn (the noisiest {MAX_PANELS} are)." if count else ""
+def left_out(count: int, shown: int = MAX_PANELS, chosen: str = "noisiest", what: str = "CPUs"
+             ) -> str:
+    return f" {count} more {what} are not drawn (the {chosen} {shown} are)." if count else ""
 
 
 def _seconds(ns: np.ndarray, origin: float) -> np.ndarray:
@@ -507,8 +526,8 @@ def spectrum_figure(bundles: list[Bundle]) -> list[Figure]:
             for cpu in dict.fromkeys(s["cpu"] for s in b.summaries.get("spectrum", []))]
     if not rows:
         return []
-    dropped = max(0, len(rows) - MAX_PANELS)
-    rows = rows[:MAX_PANELS]
+    noise = {id(b): noise_by_cpu(b) for b in bundles}
+    rows, dropped = noisiest_first(rows, lambda row: noise[id(row[0])].get(row[1]))
     # a column per series some bundle has (a detour-only scan's panels take the width)
     series = [name for name in ("detour", "ftq")
               if any(s["series"] == name for b in bundles for s in b.summaries.get("spectrum", []))]
@@ -673,13 +692,17 @@ def detour_rate_curves(bundles: list[Bundle], key: str = "compare-detours",
 
 # -- attribution, timer latency, workload runs, predictions -------------------------------
 
+CAUSE_BARS = 3 * MAX_PANELS  # CPUs in the cause breakdown (a bar each)
+
+
 @styled
 def cause_breakdown(bundles: list[Bundle]) -> list[Figure]:
     rows = [(b, s) for b in bundles for s in b.summaries.get("attribution", []) if s["causes"]]
     if not rows:
         return []
-    dropped = max(0, len(rows) - 3 * MAX_PANELS)
-    rows = rows[:3 * MAX_PANELS]
+    noise = {id(b): noise_by_cpu(b) for b in bundles}
+    rows, dropped = noisiest_first(rows, lambda row: noise[id(row[0])].get(row[1]["cpu"]),
+                                   CAUSE_BARS)
     names = bundle_names(bundles)
     figure, axes = new_figure(1, row_height=0.6 + 0.35 * len(rows))
     ax = axes[0, 0]
@@ -697,7 +720,8 @@ def cause_breakdown(bundles: list[Bundle]) -> list[Figure]:
     ax.legend(ncols=5, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     return [Figure("causes", "What took the CPU away",
                    "Time lost to detours split by cause, from the kernel trace events recorded "
-                   "during the scan (noisescope explain lists the details)." + left_out(dropped),
+                   "during the scan (noisescope explain lists the details)."
+                   + left_out(dropped, CAUSE_BARS),
                    figure)]
 
 
@@ -987,6 +1011,10 @@ def _trial_panels(bundles: list[Bundle], table: str) -> list[tuple[Bundle, str, 
     return found
 
 
+def _trials_left_out(found: list, shown: list) -> str:
+    return left_out(len(found) - len(shown), chosen="first", what="trial CPUs")
+
+
 def _phase_rows(bundle: Bundle, table: str, trial: str, cpu: int):
     rows = bundle.table(table)
     return {phase: rows.filter((rows["trial"] == trial) & (rows["cpu"] == cpu)
@@ -1025,7 +1053,7 @@ def tune_lost_time(bundles: list[Bundle]) -> list[Figure]:
     return [Figure("tune-causes", "Before and after each change: lost time per cause",
                    "Time lost to detours on the CPU per second measured, by cause, in the "
                    "baseline rounds (before) and the changed rounds (after) of each trial of "
-                   "tune --measure." + left_out(len(found) - len(shown)), figure)]
+                   "tune --measure." + _trials_left_out(found, shown), figure)]
 
 
 @styled
@@ -1056,7 +1084,7 @@ def tune_detour_cdfs(bundles: list[Bundle]) -> list[Figure]:
     return [Figure("tune-detours", "Before and after each change: detour lengths",
                    "Share of the detours up to a given length (from histograms of 10 bins a "
                    "decade), in the baseline and the changed rounds of each trial."
-                   + left_out(len(found) - len(shown)), figure)]
+                   + _trials_left_out(found, shown), figure)]
 
 
 def _cycle() -> Iterator[str]:
