@@ -20,8 +20,10 @@ from noisescope.probes import detour as detour_probe
 from noisescope.probes import native, spool
 from noisescope.probes.base import ProbeContext
 from noisescope.probes.injection import Injection
+from noisescope.probes.quantum import FTQ, FWQ, QuantumSettings, ftq_capacity
 from noisescope.probes.schedule import plan_windows
 from noisescope.probes.summary import QUANTILES
+from noisescope.probes.timerlat import TIMERLAT, TimerlatSettings
 from noisescope.scan import ScanOptions, scan
 from noisescope.tables import SpooledTable, Table
 from noisescope.trace import event_source, scanning
@@ -100,7 +102,6 @@ def test_rings_are_sized_by_rate_and_bounded_only_by_what_a_probe_can_store():
     assert detour_probe.DETOUR.ring_size(settings, short, 4096) == native.MIN_RING
     limited = detour_probe.DetourSettings(THRESHOLD_NS, max_detours=100)
     assert detour_probe.DETOUR.ring_size(limited, long, 1) == 100
-    from noisescope.probes.quantum import FTQ, QuantumSettings, ftq_capacity
     assert FTQ.ring_size(QuantumSettings(1_000_000), short, 1) == ftq_capacity(short, 1_000_000) \
         < native.MIN_RING
 
@@ -134,6 +135,62 @@ def test_a_run_stores_every_detour_however_small_its_ring(live_facts, small_ring
     assert detours.rows >= result.tables["injections"].rows >= 3 * small_ring
     assert np.all(np.diff(detours.start_ns) > 0)  # in order across every turn of the ring
     assert detours.duration_ns.min() >= THRESHOLD_NS
+
+
+QUANTUM_NS = 250_000  # FTQ's quantum, FWQ's work and timerlat's interval: 4,000 a second
+
+
+def run_probe(live_facts, probe, settings, duration_ns: int = 3 * SECOND):
+    cpu = max(os.sched_getaffinity(0))
+    schedule, _ = plan_windows(duration_ns, rt=False)
+    ctx = ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags),
+                       priority=95 if RT else 0)
+    result = probe.run(ctx, settings)
+    [summary] = result.summaries
+    return result, summary, result.tables[probe.name], result.tables["windows"]
+
+
+def test_ftq_stores_every_quantum_however_small_its_ring(live_facts, small_ring):
+    """Every quantum of every window, each one quantum after the one before
+    (a lost turn of the ring would leave a gap of 2,000), in a 3 s run whose
+    12,000 quanta fill the ring six times."""
+    result, summary, ftq, windows = run_probe(live_facts, FTQ, QuantumSettings(QUANTUM_NS))
+    assert summary["overflow"] == 0 and summary["stored_before_loss"] == ftq.rows, \
+        result.diagnostics
+    # the quanta of the windows' scheduled run time (a window may end late, never early)
+    quanta = plan_windows(3 * SECOND, rt=False)[0].measured_ns / QUANTUM_NS
+    assert quanta - windows.rows <= ftq.rows <= quanta + windows.rows  # (ticks' rounding)
+    assert ftq.rows >= 3 * small_ring
+    steps = np.diff(ftq["start_ns"])
+    window_of = np.searchsorted(windows["start_ns"], ftq["start_ns"], side="right")
+    within = np.diff(window_of) == 0
+    assert np.all(np.abs(steps[within] - QUANTUM_NS) <= 1)  # (ns rounding of ticks)
+
+
+def test_fwq_stores_every_sample_however_small_its_ring(live_facts, small_ring):
+    """The samples' work, back to back, covers the measured time: a turn of the
+    ring lost would take 2,000 samples' time out of it, one stored twice would
+    add it."""
+    result, summary, fwq, windows = run_probe(live_facts, FWQ, QuantumSettings(QUANTUM_NS))
+    assert summary["overflow"] == 0 and summary["stored_before_loss"] == fwq.rows, \
+        result.diagnostics
+    assert summary["samples"] == fwq.rows >= 3 * small_ring
+    covered = fwq["duration_ns"].sum() / summary["measured_ns"]
+    assert 0.99 <= covered <= 1.0
+    assert np.all(np.diff(fwq["start_ns"]) > 0)
+
+
+def test_timerlat_stores_every_wakeup_however_small_its_ring(live_facts, small_ring):
+    """Every deadline of the measured time is a stored wakeup or counted as
+    missed (overslept), each once: 12,000 in 3 s, six turns of the ring."""
+    settings = TimerlatSettings(interval_ns=QUANTUM_NS)
+    result, summary, series, windows = run_probe(live_facts, TIMERLAT, settings)
+    assert summary["overflow"] == 0 and summary["stored"] == summary["samples"] == series.rows, \
+        result.diagnostics
+    assert series.rows >= 3 * small_ring
+    deadlines = summary["measured_ns"] / QUANTUM_NS
+    assert abs(summary["samples"] + summary["missed"] - deadlines) <= windows.rows
+    assert np.all(np.diff(series["wakeup_ns"]) > 0)
 
 
 def test_a_drain_that_falls_behind_is_counted_and_said(live_facts, small_ring, monkeypatch):
