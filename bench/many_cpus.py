@@ -5,8 +5,10 @@
 Synthesises, for each CPU count N, what a traced detour scan of N CPUs leaves
 when its measuring is over, in the formats the kernel and the native core
 produce: per-CPU copies of the ring-buffer pages (`trace_pipe_raw`) at
-EVENTS_PER_S events a second per CPU, and a detour table at DETOURS_PER_S
-detours a second per CPU with its windows, gap histogram and summaries. The
+EVENTS_PER_S events a second per CPU, and the detour sampler's files at
+DETOURS_PER_S detours a second per CPU (start and length in TSC ticks, as the
+native core's ring hands them to a scan's spool) with its gap histogram,
+collected into tables and summaries by the detour probe itself. The
 pages are those of the captured buffer in tests/fixtures/trace/
 kvm-detour-inject (a real detour run with a 1 kHz injection: ticks, hrtimers,
 softirqs, switches), repeated one copy after the other with their page time
@@ -19,7 +21,7 @@ events it found there.
 Then, in a child process per N (its peak RSS is its own, its allocators set
 as the CLI sets them), the scan's own post-processing runs as `scan._measure`
 calls it for a scan with a bundle
-(the detours spooled to files, read back a batch at a time):
+(the detours read back from the spool a batch at a time):
 `scan.build_bundle` (the trace decoded once to count it and write its events
 to Parquet, explaining the detours as it reads their recording's pages, in
 `procs` worker processes, a CPU at a time: `decode`; the rest, mostly their
@@ -57,12 +59,13 @@ from noisescope.analysis.spectrum import bundle_spectra, store_spectra
 from noisescope.clock import MeasurementClock
 from noisescope.host import live_host_facts
 from noisescope.memory import hand_back_large_allocations, release_free_memory
-from noisescope.probes.base import ProbeResult
-from noisescope.probes.detour import BUCKET_LOWER_TICKS, HOURGLASS_NS, _histogram_table
+from noisescope.probes.base import Execution, ProbeContext, ProbeResult
+from noisescope.probes.detour import BUCKET_LOWER_TICKS, DETOUR, DetourSettings
+from noisescope.probes.native import NativeRun
 from noisescope.probes.schedule import plan_windows
-from noisescope.probes.summary import detour_summary
+from noisescope.probes.spool import SampleSpool
 from noisescope.scan import ScanOptions, ScanPlan, build_bundle
-from noisescope.tables import SpooledTable, Table
+from noisescope.tables import Table
 from noisescope.trace.events import Symbols, parse_format, parse_header_page, walk_pages
 from noisescope.trace.scanning import ScanTracing, TraceOptions
 from noisescope.trace.session import Recording, TraceClock, TraceSession
@@ -73,7 +76,6 @@ EVENTS_PER_S = 20_000  # a busy node's kernel events per CPU
 DETOURS_PER_S = 1_500
 SECOND = 1_000_000_000
 THRESHOLD_NS = 1_000
-SPOOL_BATCH = 65_536  # detours read back at once (the native drain hands over batches)
 JITTER = 0.2  # of a copy's period (its events take 2/3 of it: copies never overlap)
 GOAL_S, GOAL_MB, REPORT_GOAL_MB = 60.0, 2_000, 10.0
 STAGES = ("decode", "attribution", "spectra", "write", "report")
@@ -126,75 +128,49 @@ class Capture:
                       "duration_ns": durations[keep]})
 
 
-def spooled_detours(cpu: int, detours: Table, directory: Path):
-    """(cpu, rows, batches) of one CPU's detours kept in files, read back
-    SPOOL_BATCH rows at a time: as a scan with a bundle spools its samples
-    (`probes/spool.py`), so that its post-processing takes its batch-wise path."""
-    directory.mkdir(exist_ok=True)
-    for name in detours.columns:
-        detours[name].tofile(directory / f"{cpu}-{name}.raw")
-    types = {name: detours[name].dtype for name in detours.columns}
-    rows = detours.rows  # not the table: the files hold it
-
-    def batches():
-        # read, not mapped, as probes/spool.py reads: the pages of a mapped file stay in
-        # the reader's RSS once touched, which grew the workers' with the run's length
-        files = {name: open(directory / f"{cpu}-{name}.raw", "rb") for name in types}
-        try:
-            for first in range(0, rows, SPOOL_BATCH):
-                count = min(SPOOL_BATCH, rows - first)
-                yield Table({name: np.fromfile(file, types[name], count)
-                             for name, file in files.items()})
-        finally:
-            for file in files.values():
-                file.close()
-
-    return cpu, rows, batches
-
-
 def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.ndarray,
                  workdir: Path) -> ProbeResult:
-    """What the detour probe returns for these CPUs (tables and summaries), its
-    detours spooled to files in `workdir`."""
+    """What the detour probe returns for these CPUs once they are measured:
+    each CPU's detours as the native core hands them over (start and length
+    in TSC ticks, its gap histogram), in the files a scan with a bundle
+    spools them to (`probes/spool.py`), collected by the probe itself
+    (`Probe.result`: read back a batch at a time, in ns)."""
     clock = capture.clock
-    begin = capture.start_ns
-    window_starts = begin + np.arange(schedule.windows, dtype=np.int64) * schedule.period_ns
+    window_starts = (capture.start_ns
+                     + np.arange(schedule.windows, dtype=np.int64) * schedule.period_ns)
     window_ends = window_starts + schedule.runtime_ns
     window_ends[-1] = window_starts[-1] + schedule.last_runtime_ns
     end_ns = int(window_ends[-1])
-    tables: dict[str, list[Table]] = {"gap_histogram": [], "windows": []}
-    spooled, empty = [], None
-    summaries = []
-    for cpu in cpus:
+    spool = SampleSpool(workdir / "samples", DETOUR.ring, len(cpus))
+    specs, samplers = [], []
+    for index, cpu in enumerate(cpus):
         detours = capture.detours(cpu, shifts, end_ns)
-        ticks = (detours["duration_ns"] * clock.ticks_per_ns).astype(np.uint64)
-        counts = np.bincount(np.searchsorted(BUCKET_LOWER_TICKS, ticks, side="right") - 1,
-                             minlength=len(BUCKET_LOWER_TICKS)).astype(np.uint64)
-        counts[0] += np.uint64(schedule.measured_ns // 20)  # the loop's own short gaps
-        histogram = _histogram_table(cpu, counts, clock.ticks_per_ns)
-        windows = Table({"cpu": np.full(schedule.windows, cpu, np.int32),
-                         "probe": np.full(schedule.windows, "detour", dtype=object),
-                         "start_ns": window_starts, "end_ns": window_ends})
-        stats = {"cpu": cpu, "windows": schedule.windows, "measured_ns": schedule.measured_ns,
-                 "run_delay_ns": 0, "involuntary_switches": 0, "minor_faults": 0,
-                 "major_faults": 0}
-        native = {"lost_ticks": int(ticks.sum()), "detours": detours.rows,
-                  "stored": detours.rows, "overflow": 0, "stored_before_loss": detours.rows,
-                  "max_gap_ticks": int(ticks.max()),
-                  "resolution_ticks": 26, "hourglass_gaps": detours.rows}
-        summaries.append(detour_summary(stats, native, detours["duration_ns"], histogram,
-                                        THRESHOLD_NS, HOURGLASS_NS, clock.ticks_per_ns))
-        for name, table in (("gap_histogram", histogram), ("windows", windows)):
-            tables[name].append(table)
-        spooled.append(spooled_detours(cpu, detours, workdir / "samples"))
-        empty = detours.filter(np.zeros(detours.rows, bool))
-    merged: dict[str, Table | SpooledTable] = {
-        name: Table.concat(parts) for name, parts in tables.items()}
-    merged["detours"] = SpooledTable.of(workdir / "samples" / "detours.parquet", empty, spooled)
-    merged["injections"] = Table({"cpu": np.zeros(0, np.int32), "mode": np.zeros(0, object),
-                                  "start_ns": np.zeros(0, np.int64),
-                                  "duration_ns": np.zeros(0, np.int64)})
-    return ProbeResult("detour", merged, summaries, False)
+        starts = np.rint(detours["start_ns"] * clock.ticks_per_ns).astype(np.uint64) \
+            + np.uint64(clock.origin_ticks)
+        lengths = np.rint(detours["duration_ns"] * clock.ticks_per_ns).astype(np.uint64)
+        spool.append(index, starts, lengths)
+        histogram = np.bincount(np.searchsorted(BUCKET_LOWER_TICKS, lengths, side="right") - 1,
+                                minlength=len(BUCKET_LOWER_TICKS)).astype(np.uint64)
+        histogram[0] += np.uint64(schedule.measured_ns // 20)  # the loop's own short gaps
+        specs.append({"cpu": cpu, "histogram": histogram})
+        # (the sampler thread's id: only timerlat's owners read it)
+        samplers.append({"cpu": cpu, "tid": 1_000 + cpu, "windows": schedule.windows,
+                         "run_delay_ns": 0,
+                         "involuntary_switches": 0, "minor_faults": 0, "major_faults": 0,
+                         "clock_backwards": 0, "lost_ticks": int(lengths.sum()),
+                         "detours": detours.rows, "stored": detours.rows, "overflow": 0,
+                         "stored_before_loss": detours.rows, "max_gap_ticks": int(lengths.max()),
+                         "resolution_ticks": 26, "hourglass_gaps": detours.rows})
+    spool.close()
+    windows = Table({"cpu": np.repeat(np.array(cpus, np.int32), schedule.windows),
+                     "probe": np.full(len(cpus) * schedule.windows, "detour", dtype=object),
+                     "start_ns": np.tile(window_starts, len(cpus)),
+                     "end_ns": np.tile(window_ends, len(cpus))})
+    injections = Table({"cpu": np.zeros(0, np.int32), "mode": np.zeros(0, object),
+                        "start_ns": np.zeros(0, np.int64), "duration_ns": np.zeros(0, np.int64)})
+    done = Execution(NativeRun(samplers, [], False, spool), windows, injections)
+    return DETOUR.result(ProbeContext(cpus, schedule, clock), DetourSettings(THRESHOLD_NS), specs,
+                         done)
 
 
 def recorded_trace(capture: Capture, cpus: tuple[int, ...], shifts: np.ndarray, workdir: Path,

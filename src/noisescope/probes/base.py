@@ -181,7 +181,12 @@ class Probe:
     def run(self, ctx: ProbeContext, settings: Any) -> ProbeResult:
         specs = self.specs(ctx, settings)
         ring = Ring(*self.ring, limit=self.stored_limit(settings)) if self.ring else None
-        done = execute(self.name, ctx, specs, ring)
+        return self.result(ctx, settings, specs, execute(self.name, ctx, specs, ring))
+
+    def result(self, ctx: ProbeContext, settings: Any, specs: list[dict], done: Execution
+               ) -> ProbeResult:
+        """What a finished run measured: each CPU's part collected, the parts
+        joined (samples the run spooled stay in its files, read a batch at a time)."""
         parts: dict[str, list[Table | CpuSamples]] = {name: [] for name in self.tables}
         summaries = []
         for index, (spec, native) in enumerate(zip(specs, done.run.samplers, strict=False)):
