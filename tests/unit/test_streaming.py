@@ -401,6 +401,26 @@ def test_a_scan_with_a_bundle_spools_its_samples_and_writes_them_whole(
     assert {s["series"] for s in bundle.summaries["spectrum"]} == {"detour"}
 
 
+def test_a_scan_whose_drain_falls_behind_says_so_in_its_bundle(live_facts, spool_ring,
+                                                                tmp_path, monkeypatch):
+    """The loss is in the bundle, not only in the probe's result: the manifest's
+    counts (stored + overflow = detours, the spooled table holding what was
+    stored) and its warning."""
+    monkeypatch.setattr(native, "DRAIN_INTERVAL_S", 3600.0)  # never during the run
+    cpu = max(os.sched_getaffinity(0))
+    options = ScanOptions(cpus=(cpu,), duration_ns=3 * SECOND, probes=("detour",),
+                          threshold_ns=THRESHOLD_NS, injections=(Injection(cpu, RATE_HZ, 20_000),),
+                          trace=scanning.TraceOptions(enabled=False))
+    scan(options, facts=live_facts, destination=tmp_path / "bundle")
+    bundle = load(tmp_path / "bundle")
+    [summary] = bundle.summaries["detour"]
+    assert summary["stored"] == bundle.table("detours").rows == spool_ring
+    assert summary["overflow"] >= summary["injections"]["injected"] - spool_ring > 0
+    assert summary["stored"] + summary["overflow"] == summary["detours"]
+    [note] = [w for w in bundle.warnings if w.code is Code.BUFFER_OVERFLOW]
+    assert f"{summary['overflow']} detours were counted but not stored" in note.message
+
+
 def test_samples_are_spooled_where_there_is_room(tmp_path, monkeypatch):
     """Beside the bundle if its file system has the room, else in the temporary
     directory, else (no room anywhere) in memory."""
