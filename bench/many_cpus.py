@@ -155,9 +155,8 @@ def probe_result(capture: Capture, cpus: tuple[int, ...], schedule, shifts: np.n
         specs.append({"cpu": cpu, "histogram": histogram})
         # (the sampler thread's id: only timerlat's owners read it)
         samplers.append({"cpu": cpu, "tid": 1_000 + cpu, "windows": schedule.windows,
-                         "run_delay_ns": 0,
-                         "involuntary_switches": 0, "minor_faults": 0, "major_faults": 0,
-                         "clock_backwards": 0, "lost_ticks": int(lengths.sum()),
+                         "run_delay_ns": 0, "involuntary_switches": 0, "minor_faults": 0,
+                         "major_faults": 0, "clock_backwards": 0, "lost_ticks": int(lengths.sum()),
                          "detours": detours.rows, "stored": detours.rows, "overflow": 0,
                          "stored_before_loss": detours.rows, "max_gap_ticks": int(lengths.max()),
                          "resolution_ticks": 26, "hourglass_gaps": detours.rows})
