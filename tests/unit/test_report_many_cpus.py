@@ -119,7 +119,6 @@ def test_figures_that_leave_cpus_out_show_the_noisiest(tmp_path):
         assert set(NOISY) <= set(named), key
 
 
-
 def _drawn(figure) -> list[np.ndarray]:
     """What a figure shows: its lines', markers', patches' and images' data."""
     out = []

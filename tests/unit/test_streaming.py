@@ -78,13 +78,19 @@ def test_a_limit_keeps_the_first_samples_and_counts_the_rest():
     assert result == {"stored": 3, "overflow": 10, "stored_before_loss": 3}
 
 
-def run_with_injection(live_facts, duration_ns: int, spool_dir=None, rate_hz=RATE_HZ,
-                       length_ns=20_000, **settings):
+def probe_context(live_facts, duration_ns: int, injection: tuple[float, int] | None = None,
+                  spool_dir=None) -> ProbeContext:
+    """One CPU for `duration_ns`, with noise injected at (rate Hz, length ns) if given."""
     cpu = max(os.sched_getaffinity(0))
     schedule, _ = plan_windows(duration_ns, rt=False)
-    ctx = ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags),
-                       priority=95 if RT else 0,
-                       injections=(Injection(cpu, rate_hz, length_ns),), spool_dir=spool_dir)
+    injections = (Injection(cpu, *injection),) if injection else ()
+    return ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags),
+                        priority=95 if RT else 0, injections=injections, spool_dir=spool_dir)
+
+
+def run_with_injection(live_facts, duration_ns: int, spool_dir=None, rate_hz=RATE_HZ,
+                       length_ns=20_000, **settings):
+    ctx = probe_context(live_facts, duration_ns, (rate_hz, length_ns), spool_dir)
     return detour_probe.run(ctx, threshold_ns=THRESHOLD_NS, **settings)
 
 
@@ -140,12 +146,9 @@ def test_a_run_stores_every_detour_however_small_its_ring(live_facts, small_ring
 QUANTUM_NS = 250_000  # FTQ's quantum, FWQ's work and timerlat's interval: 4,000 a second
 
 
-def run_probe(live_facts, probe, settings, duration_ns: int = 3 * SECOND):
-    cpu = max(os.sched_getaffinity(0))
-    schedule, _ = plan_windows(duration_ns, rt=False)
-    ctx = ProbeContext((cpu,), schedule, measurement_clock(live_facts.tsc_flags),
-                       priority=95 if RT else 0)
-    result = probe.run(ctx, settings)
+def run_probe(live_facts, probe, settings):
+    """3 s of `probe` on one CPU: the result, its summary, its series, its windows."""
+    result = probe.run(probe_context(live_facts, 3 * SECOND), settings)
     [summary] = result.summaries
     return result, summary, result.tables[probe.name], result.tables["windows"]
 
